@@ -51,7 +51,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 
 data: setup
 	@echo "==> checking datasets under $${TVOLIB_DATA:-~/.cache/tvolib/data} (downloading what is missing)"
-	TVOLIB_DOWNLOAD=1 $(PY) -m tvolib data
+	$(PY) -m tvolib.data --download
 
 figures: setup
 	@echo "==> running $(words $(NOTEBOOKS)) notebooks at profile '$(PROFILE)' (executor $(EXECUTOR)); figures -> figures/"

@@ -35,6 +35,9 @@ __all__ = [
     "download_enabled",
     "sha256_of",
     "verify_file",
+    "known_sha256",
+    "check_digest",
+    "read_bytes",
     "download_file",
     "cache_load",
     "cache_save",
@@ -163,7 +166,8 @@ def _record_verdict(path: Path, actual: str) -> None:
     if cache is None:
         return
     key, stamp = _stat_key(path)
-    verdicts = _load_verdicts(cache)
+    # Drop verdicts of files that no longer exist (temporary copies), so the file stays small.
+    verdicts = {k: v for k, v in _load_verdicts(cache).items() if os.path.exists(k)}
     verdicts[key] = {**stamp, "sha256": actual}
     try:
         _atomic_write(cache / _VERDICTS, lambda h: h.write(json.dumps(verdicts, indent=0).encode()))
