@@ -5,7 +5,7 @@
 #
 # Variables (override on the command line, e.g. `make figures PROFILE=paper TVOLIB_DATA=/data`):
 #   PROFILE      smoke | quick | paper                      (default quick)
-#   TVOLIB_DATA  dataset root; empty: ~/.cache/tvolib/data, downloaded from the canonical sources
+#   TVOLIB_DATA  dataset root; empty: ~/.cache/tvolib/data (`make figures` downloads what is missing there)
 #   TORCH_SPEC   the torch/torchvision pair to install      (default: the tested pair below)
 #   TORCH_INDEX  extra pip options for torch, e.g. --index-url https://download.pytorch.org/whl/cpu
 #   EXECUTOR     local | slurm                               (default local)
@@ -58,7 +58,7 @@ figures: setup
 	@mkdir -p $(EXECUTED) figures
 	@for nb in $(NOTEBOOKS); do \
 	  name=$$(basename $$nb); echo "==> $$name"; start=$$(date +%s); \
-	  TVOLIB_PROFILE=$(PROFILE) TVOLIB_EXECUTOR=$(EXECUTOR) \
+	  TVOLIB_PROFILE=$(PROFILE) TVOLIB_EXECUTOR=$(EXECUTOR) TVOLIB_DOWNLOAD=$${TVOLIB_DOWNLOAD:-1} \
 	    $(PY) -m papermill --cwd notebooks --log-level WARNING $$nb $(EXECUTED)/$$name \
 	      -p profile $(PROFILE) -p executor $(EXECUTOR) || exit 1; \
 	  echo "    done in $$(( $$(date +%s) - start )) s"; \
