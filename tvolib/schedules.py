@@ -163,7 +163,8 @@ def moments(d: int, log_w: Tensor, *, tol: float = 1e-3, max_iter: int = 100) ->
     ``log_w``'s device (CPU or GPU).
 
     Tolerance: a point is accepted when ``|I(b_j) - t_j| <= tol * (I(1) - I(0))`` (``tol`` is
-    relative to the integrand's total rise), or after ``max_iter`` halvings. Graceful cases: a flat
+    relative to the integrand's total rise; the authors' code stops at an absolute 0.05 nats, at most
+    500 steps), or after ``max_iter`` halvings. Graceful cases: a flat
     integrand (rise <= 1e-9 max(1, |I(0)|), e.g. q equal to the posterior) returns ``linear(d)``;
     points closer than 1e-9 (a near-vertical integrand) are pushed apart so that the result is
     always a valid schedule. Returns a float64 CPU tensor of shape ``(d,)``.

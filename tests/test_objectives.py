@@ -1,0 +1,291 @@
+"""Objectives against closed forms (linear-Gaussian model) and deterministic properties."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tvolib.models import LinearGaussian, build_model
+from tvolib.objectives import (
+    OBJECTIVES,
+    compute_loss,
+    iwae_bound,
+    log_evidence,
+    riemann_weights,
+    snis_integrand,
+    tvo_bound,
+)
+from tvolib.schedules import EvidenceSpec, linear, log_uniform
+
+BETAS = torch.tensor([0.0, 0.1, 0.4, 0.7], dtype=torch.float64)
+
+
+@pytest.fixture
+def toy() -> LinearGaussian:
+    # q(z|x) = N(0.3 x + 0.2, 0.5) is wider than the posterior (variance 0.22): sane importance weights.
+    return LinearGaussian(a=1.5, b=0.5, s=0.8, m=0.2, v=0.5, c=0.3)
+
+
+@pytest.fixture
+def x() -> torch.Tensor:
+    return torch.tensor([[-0.5], [0.4], [1.2], [2.0]], dtype=torch.float64)
+
+
+def _log_w(model, x, S, seed=0):
+    torch.manual_seed(seed)
+    return model.log_weights(x, S).detach()
+
+
+# ---- SNIS integrand and bounds ---------------------------------------------------------------
+
+
+def test_snis_integrand_matches_per_beta_loop():
+    log_w = torch.randn(7, 3) * 3
+    betas = torch.tensor([0.0, 0.2, 0.5, 1.0])
+    expected = torch.stack([(torch.softmax(b * log_w, 0) * log_w).sum(0) for b in betas])
+    torch.testing.assert_close(snis_integrand(log_w, betas), expected)
+    torch.testing.assert_close(snis_integrand(log_w, [0.0])[0], log_w.mean(0))
+
+
+def test_snis_integrand_matches_analytic_derivative(toy, x):
+    betas = torch.tensor([0.0, 0.1, 0.3, 0.7, 1.0], dtype=torch.float64)
+    estimate = snis_integrand(_log_w(toy, x, 100_000), betas)
+    exact = toy.dlogZ_dbeta(x, betas).detach()
+    assert estimate.shape == (5, 4)
+    torch.testing.assert_close(estimate, exact, atol=0.02, rtol=0)
+
+
+def test_left_and_right_sums_bracket_log_px(toy, x):
+    log_w = _log_w(toy, x, 100_000)
+    log_px = toy.log_px(x).detach()
+    for betas in (linear(5), log_uniform(5)):
+        left, right = tvo_bound(log_w, betas, "left"), tvo_bound(log_w, betas, "right")
+        trap = tvo_bound(log_w, betas, "trapezoid")
+        assert (left < log_px).all() and (log_px < right).all()
+        assert (left <= trap).all() and (trap <= right).all()
+        torch.testing.assert_close(left, toy.exact_tvo(x, betas, "left").detach(), atol=0.02, rtol=0)
+        torch.testing.assert_close(right, toy.exact_tvo(x, betas, "right").detach(), atol=0.02, rtol=0)
+
+
+def test_elbo_is_the_d1_case_and_below_tvo(toy, x):
+    log_w = _log_w(toy, x, 50_000)
+    elbo = tvo_bound(log_w, [0.0])
+    torch.testing.assert_close(elbo, log_w.mean(0))
+    torch.testing.assert_close(elbo, toy.elbo(x).detach(), atol=0.02, rtol=0)
+    assert (elbo < tvo_bound(log_w, linear(5))).all()
+
+
+def test_tvo_left_sum_increases_towards_log_px_as_schedule_refines(toy, x):
+    log_px = toy.log_px(x).detach()
+    exact = torch.stack([toy.exact_tvo(x, linear(d)).detach() for d in (1, 2, 5, 20, 200)])
+    assert (exact[1:] > exact[:-1]).all()
+    assert (exact < log_px).all() and (log_px - exact[-1]).abs().max() < 0.02
+    log_w = _log_w(toy, x, 20_000)
+    estimates = torch.stack([tvo_bound(log_w, linear(d)) for d in (1, 2, 5, 20, 50)])
+    assert (estimates[1:] > estimates[:-1]).all()
+    torch.testing.assert_close(estimates[-1], log_px, atol=0.05, rtol=0)
+
+
+finite_log_w = st.integers(1, 6).flatmap(
+    lambda S: st.lists(st.lists(st.floats(-300, 0), min_size=S, max_size=S), min_size=1, max_size=4)
+)
+schedule_points = st.lists(st.floats(0.001, 0.999), max_size=6)
+
+
+def _schedule(points: list[float]) -> torch.Tensor:
+    return torch.tensor(sorted({0.0, *points}), dtype=torch.float64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(finite_log_w, schedule_points, schedule_points)
+def test_riemann_sums_are_ordered_and_monotone_under_refinement(rows, p1, p2):
+    log_w = torch.tensor(rows, dtype=torch.float64).T  # (S, B)
+    coarse, fine = _schedule(p1), _schedule(p1 + p2)
+    tol = 1e-9 * (1 + log_w.abs().max())
+    left, right = tvo_bound(log_w, coarse, "left"), tvo_bound(log_w, coarse, "right")
+    assert (tvo_bound(log_w, [0.0]) <= left + tol).all()  # ELBO <= TVO
+    assert (left <= tvo_bound(log_w, coarse, "trapezoid") + tol).all()
+    assert (left <= right + tol).all()
+    assert (left <= tvo_bound(log_w, fine, "left") + tol).all()  # refining raises the left sum
+    assert (tvo_bound(log_w, fine, "right") <= right + tol).all()  # and lowers the right sum
+    values = snis_integrand(log_w, torch.linspace(0, 1, 11, dtype=torch.float64))
+    assert (values[1:] >= values[:-1] - tol).all()  # the SNIS integrand increases in beta
+
+
+def test_riemann_weights():
+    nodes, w = riemann_weights([0.0, 0.25, 0.5], "left")
+    torch.testing.assert_close(nodes, torch.tensor([0.0, 0.25, 0.5, 1.0], dtype=torch.float64))
+    torch.testing.assert_close(w, torch.tensor([0.25, 0.25, 0.5, 0.0], dtype=torch.float64))
+    _, w = riemann_weights([0.0, 0.25, 0.5], "trapezoid")
+    torch.testing.assert_close(w, torch.tensor([0.125, 0.25, 0.375, 0.25], dtype=torch.float64))
+    with pytest.raises(ValueError, match="rule must be one of"):
+        riemann_weights([0.0], "simpson")
+    with pytest.raises(ValueError, match="first point"):
+        tvo_bound(torch.zeros(2, 1), [0.1, 0.5])
+
+
+def test_iwae_bound():
+    log_w = torch.randn(6, 3)
+    torch.testing.assert_close(iwae_bound(log_w), log_w.exp().mean(0).log())
+    with pytest.raises(ValueError, match=r"shape \(S, B\)"):
+        iwae_bound(torch.zeros(3))
+
+
+def test_log_evidence_specs(toy, x):
+    log_w = _log_w(toy, x, 20_000)
+    paper, code = EvidenceSpec.paper(), EvidenceSpec.authors_code()
+    assert len(paper.betas) == 50 and paper.betas[1] == pytest.approx(0.02)
+    assert code.rule == "trapezoid" and code.betas[0] == pytest.approx(1e-9) and code.betas[-1] == 1.0
+    torch.testing.assert_close(log_evidence(log_w, paper), tvo_bound(log_w, linear(50)))
+    log_px = toy.log_px(x).detach()
+    assert (log_evidence(log_w, paper) < log_px).all()
+    torch.testing.assert_close(log_evidence(log_w, paper), log_px, atol=0.05, rtol=0)
+    torch.testing.assert_close(log_evidence(log_w, code), log_px, atol=0.02, rtol=0)
+    with pytest.raises(ValueError, match="end"):
+        log_evidence(log_w, EvidenceSpec(betas=(0.0, 0.5), rule="trapezoid"))
+
+
+# ---- gradients ---------------------------------------------------------------------------------
+
+
+def _grads(scalar, params):
+    return torch.stack(torch.autograd.grad(scalar, params))
+
+
+@pytest.mark.parametrize("objective", ["tvo", "tvo_reparam"])
+def test_tvo_gradient_matches_exact_tvo_gradient(toy, x, objective):
+    params = list(toy.parameters())  # a, b, log s, c, m, log v
+    exact = _grads(toy.exact_tvo(x, BETAS).mean(), params)
+    torch.manual_seed(1)
+    estimate = _grads(-compute_loss(objective, toy, x, 100_000, BETAS).loss, params)
+    torch.testing.assert_close(estimate, exact, atol=0.02, rtol=0)
+
+
+def test_tvo_gradient_without_covariance_term_is_wrong(toy, x):
+    """Negative control: E_pi[grad log w] alone (detached SNIS weights) misses the covariance term."""
+    params = list(toy.parameters())
+    exact = _grads(toy.exact_tvo(x, BETAS).mean(), params)
+    torch.manual_seed(1)
+    log_w = toy.log_weights(x, 100_000)
+    nodes, w = riemann_weights(BETAS)
+    weights = torch.softmax(nodes[:-1, None, None] * log_w.detach()[None], dim=1)
+    naive = (w[:-1, None] * (weights * log_w[None]).sum(1)).sum(0).mean()
+    assert (_grads(naive, params) - exact).abs().max() > 0.1
+
+
+def test_tvo_with_beta0_is_the_elbo_gradient(toy, x):
+    params = list(toy.parameters())
+    exact = _grads(toy.elbo(x).mean(), params)
+    for objective in ("tvo", "elbo"):
+        torch.manual_seed(2)
+        estimate = _grads(-compute_loss(objective, toy, x, 100_000, [0.0]).loss, params)
+        torch.testing.assert_close(estimate, exact, atol=0.02, rtol=0)
+
+
+def test_discrete_elbo_equals_tvo_at_beta0():
+    """Score-function ELBO with leave-one-out baselines == covariance estimator at betas=[0] (S/(S-1))."""
+    torch.manual_seed(0)
+    model = build_model("sbn", train_mean=torch.rand(784) * 0.5 + 0.25)
+    x = torch.bernoulli(torch.rand(3, 784))
+    grads = {}
+    for objective in ("elbo", "tvo"):
+        torch.manual_seed(3)
+        grads[objective] = _grads_flat(compute_loss(objective, model, x, 7, [0.0]).loss, model)
+    torch.testing.assert_close(grads["elbo"], grads["tvo"], atol=1e-4, rtol=1e-4)
+
+
+def _grads_flat(loss, model):
+    return torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(model.parameters()))])
+
+
+def test_wake_wake_gradients_match_closed_forms(toy, x):
+    """theta: grad log p(x) (Fisher identity); phi: grad of E_post[-log q] (wake-phi), at large S."""
+    theta, phi = list(toy.generative_parameters()), list(toy.inference_parameters())
+    torch.manual_seed(4)
+    out = compute_loss("wake-wake", toy, x, 100_000)
+    torch.testing.assert_close(_grads(out.loss, theta), _grads(-toy.log_px(x).mean(), theta), atol=0.02, rtol=0)
+    mu_p, v_p = (t.detach() for t in toy.posterior(x))
+    q = toy.q(x)
+    cross_entropy = 0.5 * torch.log(2 * math.pi * q.variance) + ((mu_p - q.mean) ** 2 + v_p) / (2 * q.variance)
+    torch.testing.assert_close(_grads(out.phi_loss, phi), _grads(cross_entropy.mean(), phi), atol=0.02, rtol=0)
+
+
+def test_wake_sleep_phi_gradient_matches_closed_form(toy, x):
+    """sleep-phi: grad of E_{p(z,x)}[-log q(z|x)], with z - c x - m = (1 - c a) z - c s eps - (c b + m)."""
+    phi = list(toy.inference_parameters())
+    torch.manual_seed(5)
+    out = compute_loss("wake-sleep", toy, x, 50_000)  # 200k dreams
+    a, b, s = toy.a.detach(), toy.b.detach(), toy.log_s.exp().detach()
+    c, m, v = toy.c, toy.m, toy.log_v.exp()
+    second_moment = (1 - c * a) ** 2 + (c * s) ** 2 + (c * b + m) ** 2
+    expected = 0.5 * torch.log(2 * math.pi * v) + second_moment / (2 * v)
+    torch.testing.assert_close(_grads(out.phi_loss, phi), _grads(expected, phi), atol=0.02, rtol=0)
+
+
+@pytest.mark.parametrize("objective", ["vimco", "reinforce"])
+def test_score_function_iwae_gradients_are_unbiased(toy, objective):
+    """vimco and reinforce estimate the same gradient as reparameterised IWAE (B replicates of one x)."""
+    x = torch.full((40_000, 1), 1.2, dtype=torch.float64)
+    params = list(toy.parameters())
+    torch.manual_seed(6)
+    reference = _grads(compute_loss("iwae", toy, x, 5).loss, params)
+    torch.manual_seed(7)
+    estimate = _grads(compute_loss(objective, toy, x, 5).loss, params)
+    # reinforce has no baseline: much noisier. Another objective's gradient is ~1 away (control).
+    torch.testing.assert_close(estimate, reference, atol=0.05 if objective == "vimco" else 0.25, rtol=0)
+    torch.manual_seed(7)
+    assert (_grads(compute_loss("elbo", toy, x, 5).loss, params) - reference).abs().max() > 0.5
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_every_objective_runs_with_the_right_gradient_paths(objective):
+    torch.manual_seed(0)
+    model = build_model("vae", hidden=(16,), latent_dim=3)
+    x = torch.bernoulli(torch.rand(5, 784))
+    out = compute_loss(objective, model, x, 4, log_uniform(3))
+    assert out.log_w.shape == (4, 5) and not out.log_w.requires_grad
+    assert out.loss.ndim == 0 and torch.isfinite(out.loss)
+    theta, phi = list(model.generative_parameters()), list(model.inference_parameters())
+    loss_grads = torch.autograd.grad(out.loss, theta + phi, allow_unused=True, retain_graph=True)
+    if out.phi_loss is None:
+        assert all(g is not None and torch.isfinite(g).all() for g in loss_grads)
+        assert objective not in ("wake-wake", "wake-sleep")
+    else:
+        assert objective in ("wake-wake", "wake-sleep")
+        assert all(g is not None for g in loss_grads[: len(theta)])
+        assert all(g is None or not g.any() for g in loss_grads[len(theta) :])
+        phi_grads = torch.autograd.grad(out.phi_loss, theta + phi, allow_unused=True)
+        assert all(g is None or not g.any() for g in phi_grads[: len(theta)])
+        assert all(g is not None for g in phi_grads[len(theta) :])
+
+
+@pytest.mark.parametrize("objective", ["elbo", "reinforce", "vimco", "wake-wake", "wake-sleep", "tvo"])
+def test_discrete_objectives_run(objective):
+    torch.manual_seed(0)
+    model = build_model("sbn", latent_dims=(4, 3))
+    x = torch.bernoulli(torch.rand(5, 784))
+    out = compute_loss(objective, model, x, 3, linear(4))
+    total = out.loss if out.phi_loss is None else out.loss + out.phi_loss
+    total.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_bad_requests_raise_clear_errors():
+    sbn, vae = build_model("sbn", latent_dims=(3,)), build_model("vae", hidden=(8,), latent_dim=2)
+    x = torch.bernoulli(torch.rand(2, 784))
+    with pytest.raises(ValueError, match="unknown objective 'tvo2'; accepted"):
+        compute_loss("tvo2", vae, x, 2, [0.0])
+    for objective in ("iwae", "tvo_reparam"):
+        with pytest.raises(ValueError, match="reparameterised"):
+            compute_loss(objective, sbn, x, 2, [0.0])
+    with pytest.raises(ValueError, match="need betas"):
+        compute_loss("tvo", vae, x, 2)
+    with pytest.raises(ValueError, match="S >= 2"):
+        compute_loss("vimco", vae, x, 1)
+    with pytest.raises(ValueError, match="int >= 1"):
+        compute_loss("elbo", vae, x, 0)
+    with pytest.raises(ValueError, match="strictly increasing|non-increasing"):
+        compute_loss("tvo", vae, x, 2, [0.0, 0.5, 0.3])

@@ -1,0 +1,319 @@
+"""The TVO and its baselines: SNIS integrand, Riemann bounds, evidence estimates, training losses.
+
+Notation (paper Section 2): ``log w_s = log p(x, z_s) - log q(z_s | x)`` for ``z_s ~ q(z|x)``,
+stored as a tensor of shape ``(S, B)`` (samples first). ``pi_beta ∝ q^(1-beta) p^beta`` (Eq. 2);
+the integrand of the thermodynamic identity (Eq. 3) is ``E_{pi_beta}[log w]``, estimated by
+self-normalised importance sampling with weights ``w^beta`` (SNIS, Eq. 4); the TVO is its left
+Riemann sum (Eq. 5). Equation numbers follow the paper's source (/work/shared/paper).
+
+Gradient estimators used by :func:`compute_loss` (``loss`` is the negated objective, averaged over
+the batch; minimise it):
+
+============== ======================================= ========================================
+objective      continuous latents (VAE)                discrete latents (SBN, PCFG)
+============== ======================================= ========================================
+elbo           reparameterised                         score function, leave-one-out baseline
+                                                       (none when S = 1)
+iwae           reparameterised                         error (use reinforce or vimco)
+reinforce      score function of the IWAE-S bound, no baseline (both)
+vimco          score function of the IWAE-S bound, leave-one-out baselines (Mnih & Rezende 2016)
+wake-wake      theta: SNIS (IWAE) gradient; phi: wake-phi, SNIS-weighted -log q (two optimisers)
+wake-sleep     theta: as wake-wake; phi: sleep-phi, -log q(z|x) on (z, x) ~ p (two optimisers)
+tvo            covariance (score-function) estimator of Masrani et al. 2019 (both; the default,
+               as in the paper's code)
+tvo_reparam    reparameterised covariance estimator    error (needs reparameterisation)
+============== ======================================= ========================================
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import torch
+from torch import Tensor
+
+from tvolib.schedules import EvidenceSpec, validate_schedule
+
+__all__ = [
+    "OBJECTIVES",
+    "RULES",
+    "LossOutput",
+    "compute_loss",
+    "iwae_bound",
+    "log_evidence",
+    "riemann_weights",
+    "snis_integrand",
+    "tvo_bound",
+]
+
+OBJECTIVES = ("elbo", "iwae", "reinforce", "vimco", "wake-wake", "wake-sleep", "tvo", "tvo_reparam")
+RULES = ("left", "right", "trapezoid")
+
+
+class LossOutput(NamedTuple):
+    """What one training step needs.
+
+    ``phi_loss is None``: ``loss`` trains all parameters with one optimiser. Otherwise ``loss``
+    depends only on ``generative_parameters()`` and ``phi_loss`` only on
+    ``inference_parameters()``, so ``(loss + phi_loss).backward()`` gives each set its own
+    gradient. ``log_w`` ``(S, B)`` is detached, for cheap training metrics.
+    """
+
+    loss: Tensor
+    phi_loss: Tensor | None
+    log_w: Tensor
+
+
+def _check_log_w(log_w: Tensor) -> None:
+    if not isinstance(log_w, Tensor) or log_w.ndim != 2 or log_w.shape[0] < 1:
+        shape = tuple(log_w.shape) if isinstance(log_w, Tensor) else type(log_w).__name__
+        raise ValueError(f"log_w must be a tensor of shape (S, B) with S >= 1 samples first; got {shape}")
+
+
+def snis_integrand(log_w: Tensor, betas: Tensor | list[float]) -> Tensor:
+    """SNIS estimates of ``E_{pi_beta}[log w]`` (Eq. 4) for every beta at once: ``(d, B)``.
+
+    ``log_w`` is ``(S, B)``; ``betas`` any 1-D sequence (not validated as a schedule, so it can
+    also hold the right end point 1). The normalised weights are ``softmax(beta * log w)`` over the
+    samples, computed for all betas in one broadcast ``(d, S, B)`` operation. Differentiable.
+    """
+    _check_log_w(log_w)
+    b = torch.as_tensor(betas, dtype=log_w.dtype, device=log_w.device).reshape(-1)
+    weights = torch.softmax(b[:, None, None] * log_w[None], dim=1)
+    return (weights * log_w[None]).sum(dim=1)
+
+
+def riemann_weights(betas: Tensor | list[float], rule: str = "left") -> tuple[Tensor, Tensor]:
+    """Quadrature nodes ``[b_0, ..., b_{d-1}, 1]`` and their weights for a schedule (Eq. 5).
+
+    With ``delta_j = b_{j+1} - b_j`` (``b_d = 1``): ``left`` puts ``delta_j`` on ``b_j`` (the TVO,
+    a lower bound since the integrand increases), ``right`` puts it on ``b_{j+1}`` (an upper
+    bound), ``trapezoid`` averages the two. Returns two float64 CPU tensors of shape ``(d + 1,)``.
+    """
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}; got {rule!r}")
+    left_points = validate_schedule(betas)
+    nodes = torch.cat([left_points, torch.ones(1, dtype=torch.float64)])
+    deltas = nodes[1:] - nodes[:-1]
+    zero = torch.zeros(1, dtype=torch.float64)
+    left, right = torch.cat([deltas, zero]), torch.cat([zero, deltas])
+    weights = {"left": left, "right": right, "trapezoid": (left + right) / 2}[rule]
+    return nodes, weights
+
+
+def tvo_bound(log_w: Tensor, betas: Tensor | list[float], rule: str = "left") -> Tensor:
+    """Riemann sum of the SNIS integrand over a schedule: ``(B,)``.
+
+    ``rule='left'`` is the TVO lower bound (Eq. 5); ``betas=[0]`` gives the ELBO (Eq. 1, the mean of
+    ``log w``). ``right`` gives the upper bound, ``trapezoid`` the trapezoid rule.
+    """
+    nodes, weights = riemann_weights(betas, rule)
+    used = weights != 0
+    values = snis_integrand(log_w, nodes[used])
+    return (weights[used].to(values)[:, None] * values).sum(dim=0)
+
+
+def iwae_bound(log_w: Tensor) -> Tensor:
+    """The IWAE-S bound ``logsumexp_s(log w_s) - log S`` (Burda et al. 2016): ``(B,)``."""
+    _check_log_w(log_w)
+    return torch.logsumexp(log_w, dim=0) - math.log(log_w.shape[0])
+
+
+def log_evidence(log_w: Tensor, spec: EvidenceSpec) -> Tensor:
+    """The log-evidence estimate ``L`` named by ``spec`` (the bandit's reward signal): ``(B,)``.
+
+    ``rule='left'``: the TVO left sum over the left points ``spec.betas`` (the paper, Appendix A:
+    ``EvidenceSpec.paper()``, linear d = 50). ``rule='trapezoid'``: the trapezoid rule over the nodes
+    ``spec.betas``, which must increase strictly within [0, 1] and end at 1 (the authors' code:
+    ``EvidenceSpec.authors_code()``, nodes ``10**linspace(-9, 0, 50)``).
+    """
+    if not isinstance(spec, EvidenceSpec):
+        raise ValueError(f"spec must be an EvidenceSpec; got {type(spec).__name__}")
+    if spec.rule == "left":
+        return tvo_bound(log_w, spec.betas, "left")
+    if spec.rule != "trapezoid":
+        raise ValueError(f"EvidenceSpec.rule must be 'left' or 'trapezoid'; got {spec.rule!r}")
+    nodes = torch.as_tensor(spec.betas, dtype=torch.float64)
+    ok = (
+        nodes.ndim == 1
+        and nodes.numel() >= 2
+        and bool(torch.isfinite(nodes).all())
+        and bool((nodes[1:] > nodes[:-1]).all())
+        and nodes[0].item() >= 0
+        and nodes[-1].item() == 1.0
+    )
+    if not ok:
+        raise ValueError(
+            "trapezoid nodes must be >= 2 finite, strictly increasing points in [0, 1] ending at 1; "
+            f"got {spec.betas!r}"
+        )
+    values = snis_integrand(log_w, nodes)
+    return torch.trapezoid(values, x=nodes.to(values), dim=0)
+
+
+# --------------------------------------------------------------------------------------------
+# Training losses
+# --------------------------------------------------------------------------------------------
+
+
+def _loo_mean(values: Tensor) -> Tensor:
+    """Mean over the other samples, ``(sum - v_s) / (S - 1)``, per sample: ``(S, B)``."""
+    return (values.sum(dim=0, keepdim=True) - values) / (values.shape[0] - 1)
+
+
+def _covariance_surrogate(
+    log_w: Tensor, log_pi_tilde: Tensor, betas: Tensor, deltas: Tensor
+) -> Tensor:
+    """Surrogate whose gradient is the covariance estimator of the TVO gradient: ``(B,)``.
+
+    For one beta, with ``f = log w`` and ``log pi~_beta`` the unnormalised log density of
+    ``pi_beta`` (Eq. 2), differentiating ``E_{pi_beta}[f] = int pi~ f / Z`` gives::
+
+        d/dtheta E_pi[f] = E_pi[df] + E_pi[f dlog pi~] - E_pi[f] dlog Z
+                         = E_pi[df] + Cov_pi(f, dlog pi~),   since dlog Z = E_pi[dlog pi~].
+
+    Both expectations are estimated by SNIS with detached weights ``softmax(beta log w)``; the
+    covariance is multiplied by ``S / (S - 1)`` (Masrani et al. 2019). At beta = 0 the weights are
+    uniform and the covariance term is exactly the score-function gradient with leave-one-out
+    baselines, so the correction makes that term unbiased. The TVO gradient is the
+    ``deltas``-weighted sum over the left points (Eq. 5). ``log_pi_tilde`` is ``(d, S, B)``.
+    """
+    S = log_w.shape[0]
+    correction = S / (S - 1) if S > 1 else 1.0
+    f = log_w.detach()[None]
+    weights = torch.softmax(betas[:, None, None] * f, dim=1)
+    mean_term = (weights * log_w[None]).sum(dim=1)
+    centred_f = f - (weights * f).sum(dim=1, keepdim=True)
+    centred_pi = log_pi_tilde - (weights * log_pi_tilde).sum(dim=1, keepdim=True)
+    covariance = correction * (weights * centred_f * centred_pi).sum(dim=1)
+    return (deltas[:, None] * (mean_term + covariance)).sum(dim=0)
+
+
+def _left_points(betas: Tensor | list[float] | None, ref: Tensor) -> tuple[Tensor, Tensor]:
+    if betas is None:
+        raise ValueError("the tvo objectives need betas, a schedule 0 = b_0 < ... < b_{d-1} < 1")
+    nodes, weights = riemann_weights(betas, "left")
+    return nodes[:-1].to(ref), weights[:-1].to(ref)
+
+
+def _continuous_only(model, objective: str) -> None:
+    if model.discrete:
+        raise ValueError(
+            f"objective {objective!r} needs reparameterised samples, which the discrete model "
+            f"{type(model).__name__} cannot give; use 'tvo', 'vimco', 'reinforce', 'elbo' "
+            "(score function), 'wake-wake' or 'wake-sleep'"
+        )
+
+
+def _elbo(model, x: Tensor, S: int, betas) -> LossOutput:
+    if not model.discrete:
+        log_p, log_q = model.log_joint_and_q(x, S, reparam=True)
+        log_w = log_p - log_q
+        return LossOutput(-log_w.mean(), None, log_w.detach())
+    log_p, log_q = model.log_joint_and_q(x, S, reparam=False)
+    log_w = log_p - log_q
+    signal = log_w.detach() - (_loo_mean(log_w.detach()) if S > 1 else 0.0)
+    surrogate = log_w + signal * log_q
+    return LossOutput(-surrogate.mean(), None, log_w.detach())
+
+
+def _iwae(model, x: Tensor, S: int, betas) -> LossOutput:
+    _continuous_only(model, "iwae")
+    log_p, log_q = model.log_joint_and_q(x, S, reparam=True)
+    log_w = log_p - log_q
+    return LossOutput(-iwae_bound(log_w).mean(), None, log_w.detach())
+
+
+def _reinforce(model, x: Tensor, S: int, betas) -> LossOutput:
+    log_p, log_q = model.log_joint_and_q(x, S, reparam=False)
+    log_w = log_p - log_q
+    bound = iwae_bound(log_w)
+    surrogate = bound + bound.detach() * log_q.sum(dim=0)
+    return LossOutput(-surrogate.mean(), None, log_w.detach())
+
+
+def _vimco(model, x: Tensor, S: int, betas) -> LossOutput:
+    if S < 2:
+        raise ValueError(f"vimco needs S >= 2 samples for its leave-one-out baselines; got S={S}")
+    log_p, log_q = model.log_joint_and_q(x, S, reparam=False)
+    log_w = log_p - log_q
+    bound = iwae_bound(log_w)
+    lw = log_w.detach()
+    # Row r: the S log weights with log w_r replaced by the mean of the others (geometric mean).
+    eye = torch.eye(S, dtype=torch.bool, device=lw.device)[:, :, None]
+    replaced = torch.where(eye, _loo_mean(lw)[:, None, :], lw[None, :, :])
+    baselines = torch.logsumexp(replaced, dim=1) - math.log(S)
+    surrogate = bound + ((bound.detach()[None] - baselines) * log_q).sum(dim=0)
+    return LossOutput(-surrogate.mean(), None, log_w.detach())
+
+
+def _wake_theta(model, x: Tensor, S: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Wake-theta: the IWAE bound with log q detached, so only theta gets the SNIS gradient."""
+    log_p, log_q = model.log_joint_and_q(x, S, reparam=False)
+    theta_loss = -iwae_bound(log_p - log_q.detach()).mean()
+    return theta_loss, log_q, (log_p - log_q).detach()
+
+
+def _wake_wake(model, x: Tensor, S: int, betas) -> LossOutput:
+    theta_loss, log_q, log_w = _wake_theta(model, x, S)
+    phi_loss = -(torch.softmax(log_w, dim=0) * log_q).sum(dim=0).mean()
+    return LossOutput(theta_loss, phi_loss, log_w)
+
+
+def _wake_sleep(model, x: Tensor, S: int, betas) -> LossOutput:
+    theta_loss, _, log_w = _wake_theta(model, x, S)
+    with torch.no_grad():  # sleep-phi: S dreams per data point, no gradient into theta
+        z, x_dream = model.sample_joint(S * x.shape[0])
+    phi_loss = -model.log_q_given(z, x_dream).mean()
+    return LossOutput(theta_loss, phi_loss, log_w)
+
+
+def _tvo(model, x: Tensor, S: int, betas) -> LossOutput:
+    log_p, log_q = model.log_joint_and_q(x, S, reparam=False)
+    log_w = log_p - log_q
+    points, deltas = _left_points(betas, log_w)
+    b = points[:, None, None]
+    log_pi_tilde = b * log_p[None] + (1 - b) * log_q[None]
+    surrogate = _covariance_surrogate(log_w, log_pi_tilde, points, deltas)
+    return LossOutput(-surrogate.mean(), None, log_w.detach())
+
+
+def _tvo_reparam(model, x: Tensor, S: int, betas) -> LossOutput:
+    _continuous_only(model, "tvo_reparam")
+    log_p, log_q = model.log_joint_and_q(x, S, reparam=True)
+    log_w = log_p - log_q
+    points, deltas = _left_points(betas, log_w)
+    # With z = g(eps), pi_beta over eps has unnormalised log density beta log w + const.
+    log_pi_tilde = points[:, None, None] * log_w[None]
+    surrogate = _covariance_surrogate(log_w, log_pi_tilde, points, deltas)
+    return LossOutput(-surrogate.mean(), None, log_w.detach())
+
+
+_LOSSES: dict[str, Callable[..., LossOutput]] = {
+    "elbo": _elbo,
+    "iwae": _iwae,
+    "reinforce": _reinforce,
+    "vimco": _vimco,
+    "wake-wake": _wake_wake,
+    "wake-sleep": _wake_sleep,
+    "tvo": _tvo,
+    "tvo_reparam": _tvo_reparam,
+}
+
+
+def compute_loss(
+    objective: str, model, x: Tensor, S: int, betas: Tensor | list[float] | None = None
+) -> LossOutput:
+    """Loss(es) for one minibatch ``x`` ``(B, D)`` with ``S`` samples per point (see module table).
+
+    ``betas`` (a left-point schedule) is required by ``tvo`` and ``tvo_reparam`` and ignored
+    otherwise. The loss values of the score-function objectives include surrogate terms (e.g. the
+    covariance term of ``tvo``), so read bounds from ``log_w`` (e.g. :func:`tvo_bound`), not the loss.
+    """
+    if objective not in _LOSSES:
+        raise ValueError(f"unknown objective {objective!r}; accepted: {OBJECTIVES}")
+    if isinstance(S, bool) or not isinstance(S, int) or S < 1:
+        raise ValueError(f"S (samples per data point) must be an int >= 1; got {S!r}")
+    if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[0] < 1:
+        raise ValueError("x must be a tensor whose first dimension is a non-empty batch")
+    return _LOSSES[objective](model, x, S, betas)
