@@ -1115,3 +1115,355 @@ def save_table(
         text = f"{caption}\n\n{text}"
     md_path.write_text(text)
     return [csv_path, md_path]
+
+
+# --------------------------------------------------------------------------------------------
+# Figure 6: the PCFG (Appendix D.1)
+# --------------------------------------------------------------------------------------------
+
+#: The Fig. 6 metrics (rows), as recorded by :func:`tvolib.pcfg.exact_metrics` (see its module
+#: docstring for the exact definitions: ``kl_p`` averages the per-non-terminal rule KLs, and the
+#: two posterior KLs renormalise ``q`` on the parses of each test sentence).
+PCFG_METRICS: tuple[str, ...] = ("kl_p", "kl_q_true", "kl_q_theta")
+
+#: Fraction of the epochs averaged after the median over seeds: the paper's last 100 of 2000.
+#: Equal to ``tvolib.pcfg.TAIL_FRACTION`` (not imported: plotting must not pull in torch).
+PCFG_TAIL_FRACTION: float = 0.05
+
+#: Legend order of the PCFG methods (``tvolib.pcfg.method_label`` names).
+PCFG_METHOD_ORDER: tuple[str, ...] = ("tvo-log", "tvo-gp_bandit", "reinforce", "wake-wake", "wake-sleep")
+
+_PCFG_METHOD_LABELS: dict[str, str] = {
+    "tvo-log": "TVO-log",
+    "tvo-gp_bandit": "TVO-GP-bandit",
+    "reinforce": "REINFORCE",
+    "wake-wake": "wake-wake",
+    "wake-sleep": "wake-sleep",
+}
+
+#: Axis labels of the PCFG metrics (figure) and their plain-text column names (tables).
+PCFG_METRIC_LABELS: dict[str, str] = {
+    "kl_p": r"KL$(p_\theta\,\|\,p_{\theta_{true}})$",
+    "kl_q_true": r"KL$(q_\phi(z|x)\,\|\,p_{\theta_{true}}(z|x))$",
+    "kl_q_theta": r"KL$(q_\phi(z|x)\,\|\,p_\theta(z|x))$",
+    "kl_true_q": r"KL$(p_{\theta_{true}}(z|x)\,\|\,q_\phi(z|x))$",
+    "q_parse_mass": r"$q_\phi$ mass on the parses of $x$",
+    "kl_p_tree": r"tree KL$(p_\theta\,\|\,p_{\theta_{true}})$",
+}
+_PCFG_COLUMN_NAMES: dict[str, str] = {
+    "kl_p": "KL(p_theta || p_true)",
+    "kl_q_true": "KL(q(z|x) || p_true(z|x))",
+    "kl_q_theta": "KL(q(z|x) || p_theta(z|x))",
+    "kl_true_q": "KL(p_true(z|x) || q(z|x))",
+    "q_parse_mass": "q mass on parses",
+    "kl_p_tree": "tree KL(p_theta || p_true)",
+}
+
+
+def pcfg_method_label(method: str) -> str:
+    """Legend label of a PCFG method (``"tvo-gp_bandit"`` -> ``"TVO-GP-bandit"``); unknown names unchanged."""
+    return _PCFG_METHOD_LABELS.get(str(method), str(method))
+
+
+def pcfg_palette(methods: Iterable[str]) -> dict[str, Any]:
+    """A colour per PCFG method: the TVO runs take their schedule's colour from
+    :func:`schedule_palette` (log orange, GP-bandit red, as in every other figure); the baselines
+    take fixed colours that no schedule uses (REINFORCE brown, wake-wake cyan, wake-sleep olive)."""
+    base = sns.color_palette("deep", 10)
+    schedules = schedule_palette(["log", "gp_bandit"])
+    fixed = {"tvo-log": schedules["log"], "tvo-gp_bandit": schedules["gp_bandit"],
+             "reinforce": base[5], "wake-wake": base[9], "wake-sleep": base[8]}
+    spare = [base[6], base[4], base[7]]
+    palette: dict[str, Any] = {}
+    extra = 0
+    for name in _ordered(methods, PCFG_METHOD_ORDER):
+        if name in fixed:
+            palette[name] = fixed[name]
+        else:
+            palette[name] = spare[extra % len(spare)]
+            extra += 1
+    return palette
+
+
+_PCFG_MARKERS: dict[str, str] = {"tvo-log": "s", "tvo-gp_bandit": "D", "reinforce": "P", "wake-wake": "*",
+                                 "wake-sleep": "h"}
+
+
+def _pcfg_with_method(frame: pd.DataFrame, what: str) -> pd.DataFrame:
+    """``frame`` with a ``method`` column (kept if present, else from ``objective`` and ``schedule``
+    by :func:`tvolib.pcfg.method_label`, the single definition of the method names)."""
+    if "method" in frame.columns:
+        return frame
+    _require(frame, ["objective", "schedule"], what)
+    from tvolib.pcfg import method_label  # lazy: pulls in torch
+
+    methods = [method_label({"objective": o, "schedule": s}) for o, s in zip(frame["objective"], frame["schedule"])]
+    return frame.assign(method=methods)
+
+
+def _check_tail_fraction(tail_fraction: float) -> float:
+    if isinstance(tail_fraction, bool) or not isinstance(tail_fraction, (int, float)) \
+            or not (0 < float(tail_fraction) <= 1):
+        raise ValueError(f"tail_fraction must be a number in (0, 1] (the paper: 100 of 2000 epochs = 0.05); "
+                         f"got {tail_fraction!r}")
+    return float(tail_fraction)
+
+
+def pcfg_summary(
+    histories: pd.DataFrame,
+    metrics: Sequence[str] = PCFG_METRICS,
+    *,
+    tail_fraction: float = PCFG_TAIL_FRACTION,
+) -> pd.DataFrame:
+    """The numbers of Fig. 6: per method and S, the median over seeds at each epoch, then the mean
+    of those medians over the last ``tail_fraction`` of the epochs (Appendix D.1: "the median over
+    20 seeds and then ... the average over the last 100 epochs" of 2000).
+
+    ``histories`` is a history frame of PCFG runs (:func:`collect_histories` of the
+    ``tvolib.sweeps.fig6_pcfg`` configs): columns ``epoch``, ``S``, the metrics, ``method`` or
+    ``objective``/``schedule``, and ``seed`` (without it each (method, S) is one run). The tail of
+    a (method, S) group is its epochs ``e > E - max(1, round(tail_fraction * E))``, ``E`` its last
+    epoch (the rule of ``tvolib.pcfg``'s ``*_tail`` values); epochs where a metric was not
+    evaluated are skipped, and if none in the tail was, its last evaluation is used.
+
+    Returns one row per (method, S), methods in :data:`PCFG_METHOD_ORDER`, with ``method``,
+    ``S``, ``n_seeds``, ``tail_first`` / ``tail_last`` (the epochs averaged) and one column per metric.
+    """
+    tail_fraction = _check_tail_fraction(tail_fraction)
+    if not metrics:
+        raise ValueError("pcfg_summary needs at least one metric")
+    if histories.empty:
+        raise ValueError("pcfg_summary got an empty history frame (no runs)")
+    frame = _pcfg_with_method(histories, "pcfg_summary")
+    _require(frame, ["epoch", "S", *metrics], "pcfg_summary")
+    rows = []
+    for (method, S), part in frame.groupby(["method", "S"], sort=False):
+        last = int(part["epoch"].max())
+        tail = max(1, round(tail_fraction * last))
+        row: dict[str, Any] = {"method": method, "S": int(S),
+                               "n_seeds": int(part["seed"].nunique()) if "seed" in part.columns else 1,
+                               "tail_first": max(0, last - tail + 1) if last > 0 else 0, "tail_last": last}
+        for metric in metrics:
+            evaluated = part[part[metric].notna()]
+            if evaluated.empty:
+                row[metric] = float("nan")
+                continue
+            window = evaluated[evaluated["epoch"] > last - tail]
+            if window.empty:
+                window = evaluated[evaluated["epoch"] == evaluated["epoch"].max()]
+            medians = window.groupby("epoch")[metric].median()  # median over seeds, per epoch
+            row[metric] = float(medians.mean())  # then the mean over the tail epochs
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    rank = {m: i for i, m in enumerate(_ordered(out["method"], PCFG_METHOD_ORDER))}
+    out = out.assign(_rank=out["method"].map(rank)).sort_values(["_rank", "S"]).drop(columns="_rank")
+    return out.reset_index(drop=True)
+
+
+def _pcfg_summary_of(data: pd.DataFrame, metrics: Sequence[str], tail_fraction: float) -> pd.DataFrame:
+    """A summary from a history frame (has ``epoch``) or an existing :func:`pcfg_summary` frame."""
+    if "epoch" in data.columns:
+        return pcfg_summary(data, metrics, tail_fraction=tail_fraction)
+    if {"method", "S"} <= set(data.columns):
+        _require(data, ["method", "S", *metrics], "plot_pcfg")
+        return data
+    raise ValueError("expected a PCFG history frame (columns epoch, S, objective/schedule or method, seed and the "
+                     "metrics; see plotting.collect_histories) or a plotting.pcfg_summary frame; got columns "
+                     f"{list(data.columns)}")
+
+
+def _spans_decades(values: Iterable[float], decades: float = 1.0) -> bool:
+    """True when the finite values are all positive and span at least ``decades`` powers of ten."""
+    arr = np.asarray(list(values), dtype=float)
+    arr = arr[np.isfinite(arr)]
+    return bool(arr.size > 1 and (arr > 0).all() and np.log10(arr.max() / arr.min()) >= decades)
+
+
+def plot_pcfg(
+    histories_or_frame: pd.DataFrame,
+    *,
+    metrics: Sequence[str] = PCFG_METRICS,
+    tail_fraction: float = PCFG_TAIL_FRACTION,
+    curves_S: int | str | None = "max",
+    methods: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Fig. 6 (Appendix D.1): one row per KL metric; left, the tail mean of the median over seeds
+    (:func:`pcfg_summary`) versus S, one line per method; right (when ``curves_S`` is not None and
+    a history frame is given), the median-over-seeds curves versus epoch at that S (``"max"``: the
+    largest), with the averaged tail shaded, to show whether the runs have settled.
+
+    Colours: :func:`pcfg_palette` (TVO-log and TVO-GP-bandit as the log and GP-bandit schedules
+    elsewhere); baselines are dashed. A panel whose positive values span a decade or more gets a
+    log y axis. ``methods`` restricts and orders the methods (``tvolib.pcfg.method_label`` names).
+    """
+    tail_fraction = _check_tail_fraction(tail_fraction)
+    if not metrics:
+        raise ValueError("plot_pcfg needs at least one metric")
+    data = histories_or_frame
+    is_history = "epoch" in data.columns
+    if is_history:
+        data = _pcfg_with_method(data, "plot_pcfg")
+    summary = _pcfg_summary_of(data, metrics, tail_fraction)
+    if methods is not None:
+        unknown = sorted(set(methods) - set(summary["method"]))
+        if unknown:
+            raise ValueError(f"plot_pcfg: methods {unknown} have no runs; available: {sorted(set(summary['method']))}")
+        summary = summary[summary["method"].isin(methods)]
+        data = data[data["method"].isin(methods)] if is_history else data
+    if summary.empty:
+        raise ValueError("plot_pcfg: no runs to plot")
+    names = list(methods) if methods is not None else _ordered(summary["method"], PCFG_METHOD_ORDER)
+    palette = pcfg_palette(names)
+    S_values = sorted(int(s) for s in summary["S"].unique())
+    curve_S: int | None = None
+    if curves_S is not None and is_history:
+        curve_S = max(S_values) if curves_S == "max" else int(curves_S)
+        if curve_S not in S_values:
+            raise ValueError(f"plot_pcfg: curves_S={curves_S!r} is not among the runs' S values {S_values}")
+    set_style()
+    ncols = 2 if curve_S is not None else 1
+    fig, axes = plt.subplots(len(metrics), ncols, figsize=(5.0 * ncols + 0.6, 2.7 * len(metrics) + 1.0),
+                             squeeze=False, layout="constrained")
+
+    def style(name: str) -> dict[str, Any]:
+        return dict(color=palette[name], linestyle="-" if str(name).startswith("tvo") else "--",
+                    label=pcfg_method_label(name))
+
+    for row, metric in enumerate(metrics):
+        ax = axes[row][0]
+        for name in names:
+            line = summary[summary["method"] == name].sort_values("S")
+            if line.empty:
+                continue
+            ax.plot(line["S"].to_numpy(dtype=float), line[metric].to_numpy(dtype=float), linewidth=1.6,
+                    marker=_PCFG_MARKERS.get(name, "o"), markersize=6, **style(name))
+        ax.set_xscale("log")
+        ax.set_xticks(S_values)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        if len(S_values) == 1:
+            ax.set_xlim(S_values[0] / 1.5, S_values[0] * 1.5)
+        if _spans_decades(summary[metric]):
+            ax.set_yscale("log")
+        ax.set_ylabel(PCFG_METRIC_LABELS.get(metric, metric))
+        if row == 0:
+            ax.set_title(f"median over seeds, mean over the last {tail_fraction:.0%} of epochs")
+        if row == len(metrics) - 1:
+            ax.set_xlabel("S (samples per data point)")
+        if curve_S is None:
+            continue
+        ax = axes[row][1]
+        part = data[(data["S"] == curve_S) & data[metric].notna()]
+        shown: list[float] = []
+        for name in names:
+            runs = part[part["method"] == name]
+            if runs.empty:
+                continue
+            curve = runs.groupby("epoch")[metric].median()
+            ax.plot(curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float), linewidth=1.3, **style(name))
+            shown.extend(curve.tolist())
+        if not part.empty:
+            first = summary.loc[summary["S"] == curve_S, "tail_first"].min()
+            last = summary.loc[summary["S"] == curve_S, "tail_last"].max()
+            lo = float(part["epoch"].min())
+            ax.axvspan(max(lo, first - 0.5), last, color="grey", alpha=0.15, linewidth=0)
+            ax.set_xlim(lo, max(last, lo + 1))
+        if _spans_decades(shown):
+            ax.set_yscale("log")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        if row == 0:
+            ax.set_title(f"median over seeds per epoch, S={curve_S} (tail shaded)")
+        if row == len(metrics) - 1:
+            ax.set_xlabel("epoch")
+    handles, labels = [], []
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    seeds = summary["n_seeds"] if "n_seeds" in summary.columns else pd.Series([1])
+    span = f"{int(seeds.min())}" if seeds.min() == seeds.max() else f"{int(seeds.min())}-{int(seeds.max())}"
+    fig.legend(handles, labels, loc="outside lower center", ncol=max(len(labels), 1),
+               title=f"method ({span} seed{'s' if seeds.max() > 1 else ''})")
+    if title:
+        _suptitle(fig, title)
+    return fig
+
+
+def pcfg_table(
+    histories_or_frame: pd.DataFrame,
+    *,
+    metrics: Sequence[str] | None = None,
+    tail_fraction: float = PCFG_TAIL_FRACTION,
+) -> pd.DataFrame:
+    """The Fig. 6 numbers as a table: rows (S, method), one column per metric (median over seeds,
+    then mean over the tail, :func:`pcfg_summary`), plus the number of seeds and the tail epochs.
+
+    ``metrics`` defaults to :data:`PCFG_METRICS` followed by ``q_parse_mass`` and ``kl_true_q``
+    where the frame has them: the posterior KLs renormalise ``q`` on the parses of each sentence,
+    so they must be read with the mass ``q`` puts on those parses (``tvolib.pcfg``).
+    """
+    if metrics is None:
+        metrics = list(PCFG_METRICS) + [m for m in ("q_parse_mass", "kl_true_q") if m in histories_or_frame.columns]
+    summary = _pcfg_summary_of(histories_or_frame, metrics, tail_fraction)
+    if summary.empty:
+        raise ValueError("pcfg_table: no runs")
+    summary = summary.sort_values("S", kind="stable")
+    table = pd.DataFrame({
+        "S": summary["S"].astype(int).to_numpy(),
+        "method": [pcfg_method_label(m) for m in summary["method"]],
+        **{_PCFG_COLUMN_NAMES.get(m, m): summary[m].to_numpy(dtype=float) for m in metrics},
+    })
+    if "n_seeds" in summary.columns:
+        table["seeds"] = summary["n_seeds"].astype(int).to_numpy()
+    if {"tail_first", "tail_last"} <= set(summary.columns):
+        table["tail epochs"] = [f"{int(a)}-{int(b)}" if a != b else f"{int(b)}"
+                                for a, b in zip(summary["tail_first"], summary["tail_last"])]
+    return table.set_index(["S", "method"])
+
+
+def pcfg_scale_caption(configs_or_frame: Any, profile: str | None = None) -> str:
+    """A one-line caption stating the scale of PCFG runs (from their configs or a frame of config
+    columns): sentences, epochs, batch, learning rate, network, d, seeds and S values, with the
+    paper's scale for comparison (Appendix D.1: 2000 epochs, 20 seeds, S in {2, 5, 10, 20})."""
+    if isinstance(configs_or_frame, pd.DataFrame):
+        frame = configs_or_frame
+    else:
+        frame = pd.DataFrame([_config_fields(c) for c in configs_or_frame])
+    need = ["epochs", "n_train", "n_test", "batch_size", "lr", "hidden_dim", "S", "seed"]
+    _require(frame, need, "pcfg_scale_caption")
+    if frame.empty:
+        raise ValueError("pcfg_scale_caption: no runs")
+
+    def values(column: str, rows: pd.DataFrame = frame) -> str:
+        vals = sorted(set(rows[column].dropna().tolist()))
+        return f"{vals[0]:g}" if len(vals) == 1 else "{" + ", ".join(f"{v:g}" for v in vals) + "}"
+
+    tvo = frame[frame["objective"] == "tvo"] if "objective" in frame.columns else frame
+    d = f", TVO d = {values('d', tvo)}" if "d" in frame.columns and len(tvo) else ""
+    words = f" (test sentences <= {values('eval_max_words')} words)" if "eval_max_words" in frame.columns else ""
+    seeds = frame["seed"].nunique()
+    text = (f"{values('n_train')} training / {values('n_test')} test sentences{words}, "
+            f"{values('epochs')} epochs, batch {values('batch_size')}, Adam lr {values('lr')}, "
+            f"GRU {values('hidden_dim')} units{d}, {seeds} seed{'s' if seeds > 1 else ''}, S in {{"
+            + ", ".join(str(int(s)) for s in sorted(frame['S'].unique())) + "}")
+    if profile is not None:
+        text = f"profile '{profile}': {text}"
+        if profile != "paper":
+            text += " (reduced scale; paper: 2000 epochs, 20 seeds, S in {2, 5, 10, 20})"
+    return text
+
+
+__all__ += [
+    "PCFG_METHOD_ORDER",
+    "PCFG_METRICS",
+    "PCFG_METRIC_LABELS",
+    "PCFG_TAIL_FRACTION",
+    "pcfg_method_label",
+    "pcfg_palette",
+    "pcfg_scale_caption",
+    "pcfg_summary",
+    "pcfg_table",
+    "plot_pcfg",
+]
