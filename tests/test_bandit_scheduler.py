@@ -1,0 +1,367 @@
+"""GP-bandit and random schedules: windows, rewards, state, posterior rebuild, and bandit behaviour."""
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tvolib.bandit import GPBanditSchedule, RandomSchedule, reward_posterior
+from tvolib.bandit.scheduler import evidence_spec_for
+from tvolib.schedules import Schedule, validate_schedule
+
+# Small acquisition budgets keep the tests quick; the algorithm is unchanged.
+FAST = dict(raw_samples=64, num_restarts=2, acq_maxiter=30, fit_maxiter=20)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny GPs gain nothing from threads; on a shared 2-core machine threads made rounds 5x slower."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def roundtrip(state: dict) -> dict:
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=True)
+
+
+# ----- bad inputs and the Schedule interface ---------------------------------------------------
+@pytest.mark.parametrize("d", [0, 1, -3, 2.5, True, "5"])
+def test_rejects_bad_d(d) -> None:
+    with pytest.raises(ValueError, match="d must be an integer >= 2"):
+        GPBanditSchedule(d)
+    with pytest.raises(ValueError):
+        RandomSchedule(d)
+
+
+@pytest.mark.parametrize("box", [(0.0, 0.9), (0.1, 1.0), (-0.1, 0.5), (0.5, 0.5), (0.7, 0.2), (0.1, 1.3), (0.1,), "ab"])
+def test_rejects_bad_box(box) -> None:
+    with pytest.raises(ValueError, match="box"):
+        GPBanditSchedule(3, box=box)
+
+
+def test_rejects_other_bad_options() -> None:
+    for kwargs in (
+        {"reward": "mean"}, {"window": 0}, {"burn_in": -1}, {"early_drop": -0.1}, {"kappa": -1.0},
+        {"kappa": "big"}, {"kappa_delta": 1.5}, {"n_init": 0}, {"max_observations": 0}, {"seed": -1},
+    ):
+        with pytest.raises(ValueError):
+            GPBanditSchedule(3, **kwargs)
+    s = GPBanditSchedule(3)
+    with pytest.raises(ValueError, match="evidence"):
+        s.step(1)
+    s.step(1, evidence=-100.0)
+    with pytest.raises(ValueError, match="increase"):
+        s.step(1, evidence=-99.0)
+    with pytest.raises(ValueError):
+        s.step(2, evidence="high")
+
+
+@pytest.mark.parametrize("cls", [GPBanditSchedule, RandomSchedule])
+@pytest.mark.parametrize("d", [2, 5, 15])
+def test_current_is_a_valid_schedule_in_the_box(cls, d: int) -> None:
+    s = cls(d, seed=3)
+    assert isinstance(s, Schedule) and s.d == d
+    betas = s.current()
+    assert betas.shape == (d,) and betas.dtype == torch.float64
+    validate_schedule(betas)
+    assert betas[0] == 0 and torch.all(betas[1:] >= 0.05) and torch.all(betas[1:] <= 0.95)
+
+
+def test_evidence_specs() -> None:
+    paper = GPBanditSchedule(3).evidence_spec
+    assert paper.rule == "left" and len(paper.betas) == 50
+    assert np.allclose(paper.betas, np.arange(50) / 50)
+    code = GPBanditSchedule(3, reward="code").evidence_spec
+    assert code.rule == "trapezoid" and len(code.betas) == 50
+    assert np.allclose(code.betas, 10 ** np.linspace(-9, 0, 50)) and code.betas[-1] == 1.0
+    assert evidence_spec_for("paper") == paper
+
+
+# ----- windows and rewards ----------------------------------------------------------------------
+def test_window_growth() -> None:
+    s = RandomSchedule(3, seed=0)
+    for epoch in range(0, 400):
+        s.step(epoch, evidence=float(epoch))  # steadily improving: no early updates
+    h = s.history()
+    lengths = [r["length"] for r in h]
+    expected = [6 + k // 10 for k in range(len(h))]
+    assert lengths == expected and all(not r["early"] for r in h)
+    assert [r["window"] for r in h] == expected
+    # windows tile the epochs: each starts where the previous ended, starting at epoch 0
+    assert h[0]["start_epoch"] == 0
+    assert all(a["epoch"] == b["start_epoch"] for a, b in zip(h, h[1:]))
+    assert all(r["reward"] == r["length"] for r in h)  # L = epoch, so L_end - L_start = length
+
+
+def test_reward_attribution_with_early_update() -> None:
+    s = RandomSchedule(4, seed=1, window=6, early_drop=0.05)
+    evid = {0: -100.0, 1: -99.0, 2: -98.0, 3: -97.0, 4: -96.0, 5: -95.0, 6: -94.0,  # round 0: +6
+            7: -93.9, 8: -94.2,  # round 1: drops 0.2 below its start (-94.0) at epoch 8 -> early
+            9: -94.1, 10: -94.0, 11: -93.0, 12: -92.0, 13: -91.5, 14: -91.0}  # round 2: full window
+    arms = {}
+    for epoch in range(15):
+        arms[epoch] = s.current_arm().tolist()  # the arm that trained epoch `epoch` (before its report)
+        s.step(epoch, evidence=evid[epoch])
+    h = s.history()
+    assert len(h) == 3
+    assert h[0]["reward"] == pytest.approx(6.0) and not h[0]["early"] and h[0]["length"] == 6
+    assert h[1]["early"] and h[1]["length"] == 2 and h[1]["epoch"] == 8
+    assert h[1]["reward"] == pytest.approx(-94.2 - -94.0)
+    assert h[2]["start_epoch"] == 8 and h[2]["epoch"] == 14 and not h[2]["early"]
+    assert h[2]["reward"] == pytest.approx(-91.0 - -94.2)
+    # each reward belongs to the arm used for its whole window, never a mix
+    assert h[0]["arm"] == arms[1] == arms[6]  # epochs 1-6
+    assert h[1]["arm"] == arms[7] == arms[8]  # epochs 7-8 (early update at the report of epoch 8)
+    assert h[2]["arm"] == arms[9] == arms[14]  # epochs 9-14
+    assert h[0]["arm"] != h[1]["arm"] != h[2]["arm"]
+    assert h[0]["next_arm"] == h[1]["arm"] and h[1]["next_arm"] == h[2]["arm"]
+
+
+def test_small_dips_do_not_trigger_early_updates_and_none_disables_them() -> None:
+    for early_drop, n_rounds in ((0.05, 1), (None, 1)):
+        s = RandomSchedule(3, early_drop=early_drop)
+        for epoch, L in enumerate([-10.0, -10.04, -10.03, -10.2 if early_drop is None else -10.01, -9.0, -9.0, -8.0]):
+            s.step(epoch, evidence=L)
+        assert len(s.history()) == n_rounds and not s.history()[0]["early"]
+
+
+def test_code_reward_uses_window_means() -> None:
+    s = RandomSchedule(3, window=3, reward="code")
+    L = [-50.0, -49.0, -48.0, -47.0, -46.0, -45.5, -45.0, -44.9, -44.8, -44.7]
+    for epoch, value in enumerate(L):
+        s.step(epoch, evidence=value)
+    h = s.history()
+    m1 = np.mean(L[1:4])
+    m2 = np.mean(L[4:7])
+    m3 = np.mean(L[7:10])
+    assert [r["reward"] for r in h] == pytest.approx([m1 - L[0], m2 - m1, m3 - m2])
+
+
+def test_burn_in_delays_the_first_window() -> None:
+    s = RandomSchedule(3, burn_in=20)
+    first = s.current().clone()
+    for epoch in range(1, 26):
+        s.step(epoch, evidence=float(epoch))
+        if epoch < 26:
+            assert torch.equal(s.current(), first)
+    s.step(26, evidence=26.0)
+    h = s.history()
+    assert len(h) == 1 and h[0]["start_epoch"] == 20 and h[0]["epoch"] == 26
+
+
+def test_nan_rewards_are_skipped_and_never_reach_the_gp() -> None:
+    s = GPBanditSchedule(3, seed=0, n_init=3, **FAST)
+    rewards = [0.1, float("nan"), 0.3, float("inf"), 0.2, 0.5, 0.4]
+    for k, y in enumerate(rewards):
+        if math.isfinite(y):
+            s.observe(y)
+        else:
+            with pytest.warns(RuntimeWarning, match="non-finite reward"):
+                s.observe(y)
+    h = s.history()
+    assert [r["skipped"] for r in h] == [not math.isfinite(y) for y in rewards]
+    gp_rows = [r for r in h if r["source"] == "gp"]
+    assert gp_rows, "the GP should have taken over after 3 finite rewards"
+    for r in gp_rows:
+        assert r["n_obs"] == sum(math.isfinite(y) for y in rewards[: r["round"] + 1])
+        assert math.isfinite(r["lengthscale"]) and math.isfinite(r["acq_value"])
+    # NaN evidence through step() is skipped the same way
+    s2 = RandomSchedule(3, window=2)
+    with pytest.warns(RuntimeWarning):
+        for epoch, L in enumerate([0.0, 1.0, float("nan"), 2.0, 3.0, 4.0, 5.0]):
+            s2.step(epoch, evidence=L)
+    assert [r["skipped"] for r in s2.history()] == [True, True, False]
+
+
+def test_gp_bandit_driven_by_step_with_synthetic_evidence() -> None:
+    """The trainer's path: per-epoch evidence whose increments depend on the arm in use."""
+    s = GPBanditSchedule(3, seed=4, window=2, n_init=3, **FAST)
+    L, used = -200.0, {}
+    s.step(0, evidence=L)
+    for epoch in range(1, 27):
+        arm = s.current_arm()
+        used[epoch] = arm.tolist()
+        L += 2.0 * drifting_bump(arm, epoch, 0.0)
+        s.step(epoch, evidence=L)
+    h = s.history()
+    assert len(h) == 12 and [r["length"] for r in h] == [2] * 10 + [3] * 2
+    for r in h:
+        epochs = range(r["start_epoch"] + 1, r["epoch"] + 1)
+        assert all(used[e] == r["arm"] for e in epochs)  # one arm per window
+        assert r["reward"] == pytest.approx(r["evidence_end"] - r["evidence_start"])
+    assert [r["source"] for r in h][2:] == ["gp"] * 10
+
+
+# ----- state and reproducibility ------------------------------------------------------------------
+@pytest.mark.parametrize("split", [2, 7])  # resume in the random phase and in the GP phase
+def test_resume_gives_the_same_subsequent_arms(split: int) -> None:
+    def reward(arm: torch.Tensor, k: int) -> float:
+        return float(torch.exp(-((torch.sort(arm).values - torch.tensor([0.3, 0.6])) ** 2).sum() / 0.1)) + 0.01 * k
+
+    a = GPBanditSchedule(3, seed=5, n_init=3, **FAST)
+    for k in range(split):
+        a.observe(reward(a.current_arm(), k))
+    state = roundtrip(a.state_dict())
+    b = GPBanditSchedule(3, seed=5, n_init=3, **FAST)
+    b.load_state_dict(state)
+    for k in range(split, split + 3):
+        assert torch.equal(a.current(), b.current())
+        y = reward(a.current_arm(), k)
+        a.observe(y)
+        b.observe(y)
+    ha, hb = a.history(), b.history()
+    strip = lambda h: [{k: v for k, v in r.items() if not k.endswith("seconds")} for r in h]  # noqa: E731
+    assert strip(ha) == strip(hb)
+    assert any(r["source"] == "gp" for r in ha[split:])
+    with pytest.raises(ValueError, match="differently configured"):
+        GPBanditSchedule(3, seed=6, n_init=3, **FAST).load_state_dict(state)
+
+
+def test_resume_mid_window_through_step() -> None:
+    a = RandomSchedule(3, seed=2, window=4)
+    for epoch in range(7):
+        a.step(epoch, evidence=float(epoch))
+    b = RandomSchedule(3, seed=2, window=4)
+    b.load_state_dict(roundtrip(a.state_dict()))
+    for epoch in range(7, 20):
+        a.step(epoch, evidence=float(epoch) ** 0.5)
+        b.step(epoch, evidence=float(epoch) ** 0.5)
+        assert torch.equal(a.current(), b.current())
+    assert a.history() == b.history()
+
+
+def test_same_seed_same_arms_and_global_rng_untouched() -> None:
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    runs = []
+    for _ in range(2):
+        s = GPBanditSchedule(2, seed=11, n_init=3, **FAST)
+        for k in range(6):
+            s.observe(math.sin(5 * float(s.current_arm()[0])))
+        runs.append([r["arm"] for r in s.history()])
+    assert runs[0] == runs[1]
+    assert torch.equal(torch.random.get_rng_state(), before)
+    other = RandomSchedule(2, seed=12)
+    assert not torch.equal(other.current(), RandomSchedule(2, seed=11).current())
+
+
+# ----- the GP rounds, posterior rebuild, ablations -------------------------------------------------
+def test_history_records_every_round_and_rebuilds_the_posterior() -> None:
+    s = GPBanditSchedule(2, seed=0, n_init=3, **FAST)
+    for k in range(8):
+        b = float(s.current_arm()[0])
+        s.observe(-((b - 0.4) ** 2) * 10 + 0.05 * k)
+    h = s.history()
+    keys = {"round", "epoch", "window", "arm", "betas", "reward", "early", "lengthscale", "omega", "noise",
+            "acq_value", "kappa", "fit_seconds", "acq_seconds", "next_arm", "source", "t_pred", "n_obs"}
+    assert all(keys <= set(r) for r in h)
+    gp_rows = [r for r in h if r["source"] == "gp"]
+    assert [r["round"] for r in gp_rows] == list(range(2, 8))
+    for r in gp_rows:
+        assert 0 < r["omega"] < 1 and r["lengthscale"] > 0 and r["noise"] > 0 and r["kappa"] > 0
+        # the rebuilt GP reproduces the acquisition value the bandit recorded at its choice
+        mean, std = reward_posterior(h, r["round"], torch.tensor([r["next_arm"]]))
+        ucb = (float(mean) - r["y_mean"]) / r["y_std"] + math.sqrt(r["kappa"]) * float(std) / r["y_std"]
+        assert ucb == pytest.approx(r["acq_value"], rel=1e-6, abs=1e-6)
+    # a DataFrame of the rows works the same; random rounds have no posterior
+    grid = torch.linspace(0.05, 0.95, 7)
+    m1, s1 = reward_posterior(h, 5, grid)
+    m2, s2 = reward_posterior(pd.DataFrame(h), 5, grid)
+    assert torch.allclose(m1, m2) and torch.allclose(s1, s2) and torch.all(s1 > 0)
+    with pytest.raises(ValueError, match="no GP"):
+        reward_posterior(h, 0, grid)
+    with pytest.raises(ValueError, match="not in the history"):
+        reward_posterior(h, 99, grid)
+    with pytest.raises(ValueError, match="grid"):
+        reward_posterior(h, 5, torch.zeros(3, 2))
+
+
+def test_posterior_rebuild_is_permutation_invariant_only_for_the_sorted_gp() -> None:
+    out = {}
+    for sort in (True, False):
+        s = GPBanditSchedule(4, sort=sort, seed=1, n_init=4, **FAST)
+        for k in range(6):
+            arm = torch.sort(s.current_arm()).values
+            s.observe(float(torch.exp(-((arm - torch.tensor([0.2, 0.5, 0.8])) ** 2).sum() / 0.2)))
+        h = s.history()
+        if not sort:  # the unsorted ablation records arms as proposed, trains with the sorted schedule
+            assert all(r["betas"] == [0.0] + sorted(r["arm"]) for r in h)
+        grid = torch.tensor([[0.2, 0.5, 0.8], [0.8, 0.2, 0.5]], dtype=torch.float64)
+        out[sort] = reward_posterior(h, 5, grid)
+    mean, std = out[True]
+    assert mean[0] == pytest.approx(float(mean[1]), abs=1e-10) and std[0] == pytest.approx(float(std[1]), abs=1e-10)
+    mean_u, std_u = out[False]
+    assert abs(float(mean_u[0] - mean_u[1])) > 1e-4 or abs(float(std_u[0] - std_u[1])) > 1e-4
+
+
+def test_time_invariant_ablation_records_omega_zero() -> None:
+    s = GPBanditSchedule(3, time_varying=False, seed=0, n_init=3, **FAST)
+    for k in range(5):
+        s.observe(float(s.current_arm().sum()))
+    gp_rows = [r for r in s.history() if r["source"] == "gp"]
+    assert gp_rows and all(r["omega"] == 0.0 and r["rho"] == 0.0 for r in gp_rows)
+
+
+def test_observation_cap_limits_the_gp_data() -> None:
+    s = GPBanditSchedule(2, seed=0, n_init=3, max_observations=4, **FAST)
+    for k in range(8):
+        s.observe(float(s.current_arm()[0]))
+    rows = [r for r in s.history() if r["source"] == "gp"]
+    assert [r["n_obs"] for r in rows][-3:] == [4, 4, 4]
+    assert rows[-1]["t_origin"] == 4  # rounds 4..7 kept
+    reward_posterior(s.history(), 7, torch.tensor([0.5]))  # rebuild honours the cap
+
+
+def test_kappa_options() -> None:
+    th = GPBanditSchedule(3)
+    assert th.current_kappa(10, 10) > GPBanditSchedule(3, kappa="log_n").current_kappa(10, 10) == pytest.approx(math.log(10))
+    assert GPBanditSchedule(3, kappa=2.5).current_kappa(10, 10) == 2.5
+
+
+# ----- bandit behaviour on synthetic rewards -------------------------------------------------------
+def drifting_bump(arm: torch.Tensor, k: int, drift: float) -> float:
+    """Gaussian bump over the sorted 2-d arm, centre moving slowly with the round; max 1."""
+    b = torch.sort(arm).values
+    centre = torch.tensor([0.3, 0.65], dtype=torch.float64) + drift * math.sin(2 * math.pi * k / 60)
+    return float(torch.exp(-((b - centre) ** 2).sum() / (2 * 0.2**2)))
+
+
+def average_regret(cls, seed: int, rounds: int, drift: float, **kwargs) -> tuple[float, list[list[float]]]:
+    s = cls(3, seed=seed, **kwargs)
+    noise = torch.Generator().manual_seed(1000 + seed)
+    regret = []
+    for k in range(rounds):
+        f = drifting_bump(s.current_arm(), k, drift)
+        regret.append(1.0 - f)
+        s.observe(f + 0.05 * float(torch.randn(1, generator=noise)))
+    return float(np.mean(regret)), [r["arm"] for r in s.history()]
+
+
+def test_gp_bandit_beats_random_search_on_a_drifting_bump() -> None:
+    """With the authors' exploration weight kappa = log N the bandit tracks the moving optimum."""
+    gp = [average_regret(GPBanditSchedule, seed, 30, 0.1, kappa="log_n", **FAST)[0] for seed in range(3)]
+    rnd = [average_regret(RandomSchedule, seed, 30, 0.1)[0] for seed in range(3)]
+    assert np.mean(gp) < 0.7 * np.mean(rnd), (gp, rnd)
+    assert all(g < r for g, r in zip(gp, rnd)), (gp, rnd)
+
+
+def test_default_gp_bandit_concentrates_near_a_static_optimum() -> None:
+    """Default (Theorem 1) kappa: more exploratory, still well below random search, and converging."""
+    gp, rnd = [], []
+    for seed in range(3):
+        regret, arms = average_regret(GPBanditSchedule, seed, 30, 0.0, **FAST)
+        gp.append(regret)
+        rnd.append(average_regret(RandomSchedule, seed, 30, 0.0)[0])
+        late = np.sort(np.array(arms[-8:]), axis=1)
+        dist = np.linalg.norm(late - np.array([0.3, 0.65]), axis=1)
+        assert np.median(dist) < 0.15, late
+    assert np.mean(gp) < 0.8 * np.mean(rnd), (gp, rnd)

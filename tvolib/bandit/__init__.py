@@ -1,0 +1,21 @@
+"""GP-bandit optimisation of the TVO schedule (paper Sections 3-4, Algorithm 1).
+
+* :mod:`.kernels` -- the time kernel ``(1 - omega)^{|t - t'|/2}`` and the SE kernel on sorted arms;
+* :mod:`.model` -- the exact GP, its data normalisation and the warm-started MAP fit;
+* :mod:`.acquisition` -- ``kappa_t`` of Theorem 1 and GP-UCB maximised with BoTorch;
+* :mod:`.scheduler` -- :class:`GPBanditSchedule` and :class:`RandomSchedule` (windows, rewards, state);
+* :mod:`.posterior` -- :func:`reward_posterior`, the GP rebuilt from a recorded history.
+"""
+from .acquisition import theorem1_kappa
+from .model import Hyperparameters
+from .posterior import reward_posterior
+from .scheduler import GPBanditSchedule, RandomSchedule, evidence_spec_for
+
+__all__ = [
+    "GPBanditSchedule",
+    "Hyperparameters",
+    "RandomSchedule",
+    "evidence_spec_for",
+    "reward_posterior",
+    "theorem1_kappa",
+]

@@ -1,0 +1,118 @@
+"""Rebuild the bandit's GP from a recorded history (for Fig 2 and any post-hoc analysis).
+
+Every history row of :class:`~tvolib.bandit.scheduler.GPBanditSchedule` holds the round's
+observation (arm, round index, reward) and the hyperparameters fitted after it, plus the model's
+configuration. :func:`observations` extracts the GP's training set at any round -- the scheduler
+itself uses it, so the rebuilt GP is the one the bandit used, by construction.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .model import BanditGP, Hyperparameters, training_data
+
+__all__ = ["observations", "reward_posterior"]
+
+
+def _rows(schedule_history: Any) -> list[dict[str, Any]]:
+    """Accept a list of dicts (``Schedule.history()``) or a pandas DataFrame of the same rows."""
+    if hasattr(schedule_history, "to_dict") and hasattr(schedule_history, "columns"):
+        return schedule_history.to_dict("records")
+    if isinstance(schedule_history, Sequence) and all(isinstance(r, dict) for r in schedule_history):
+        return list(schedule_history)
+    raise TypeError(
+        f"schedule_history must be a list of dicts or a pandas DataFrame; got {type(schedule_history).__name__}"
+    )
+
+
+def _vector(value: Any) -> list[float]:
+    if isinstance(value, str):  # e.g. read back from CSV
+        value = json.loads(value)
+    return [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
+
+
+def _optional_int(value: Any) -> int | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return int(value)
+
+
+def observations(
+    rows: list[dict[str, Any]], upto_round: int | None = None, max_observations: int | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The GP training set ``(arms (N, n_arm), rounds (N,), rewards (N,))`` after ``upto_round``.
+
+    Uses rows with ``round <= upto_round`` (all rows when ``None``) whose reward is finite
+    (non-finite rewards are never given to the GP), keeping only the last ``max_observations``
+    when a cap is set. Arms are in beta units, as recorded (sorted or not, per the schedule).
+    """
+    arms, rounds, rewards = [], [], []
+    for row in rows:
+        if upto_round is not None and int(row["round"]) > upto_round:
+            continue
+        y = float(row["reward"])
+        if row.get("skipped") or not math.isfinite(y):
+            continue
+        arms.append(_vector(row["arm"]))
+        rounds.append(int(row["round"]))
+        rewards.append(y)
+    if max_observations is not None:
+        arms, rounds, rewards = arms[-max_observations:], rounds[-max_observations:], rewards[-max_observations:]
+    n_arm = len(arms[0]) if arms else 0
+    return (
+        torch.tensor(arms, dtype=torch.float64).reshape(len(arms), n_arm),
+        torch.tensor(rounds, dtype=torch.float64),
+        torch.tensor(rewards, dtype=torch.float64),
+    )
+
+
+def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.ndarray | Sequence) -> tuple[Tensor, Tensor]:
+    """Posterior mean and std of the reward ``f`` at ``grid``, as the bandit saw it after ``round_index``.
+
+    Rebuilds the GP from the recorded observations of rounds ``0..round_index`` and the
+    hyperparameters fitted at that round, and evaluates it at the time used by that round's
+    acquisition (the next round, ``t_pred``), i.e. the surface whose UCB chose the next arm.
+    ``grid`` is ``(n, d - 1)`` arms in beta units (``(n,)`` allowed when ``d = 2``). Returns float64
+    tensors ``(n,)`` in reward units (the standardisation is undone): the std is that of the latent
+    reward ``f``, without observation noise.
+    """
+    rows = _rows(schedule_history)
+    matches = [r for r in rows if int(r["round"]) == int(round_index)]
+    if not matches:
+        rounds = [int(r["round"]) for r in rows]
+        raise ValueError(f"round {round_index} not in the history (recorded rounds: {rounds[:3]}...{rounds[-3:]})")
+    row = matches[0]
+    if row.get("source") != "gp":
+        raise ValueError(
+            f"no GP was fitted at round {round_index} (its next arm came from {row.get('source')!r}: "
+            "random initial rounds and RandomSchedule have no posterior)"
+        )
+    lo, hi = float(row["lo"]), float(row["hi"])
+    arms, rounds, rewards = observations(rows, round_index, _optional_int(row.get("max_observations")))
+    n_arm = arms.shape[1]
+    data = training_data(arms, rounds, rewards, lo=lo, hi=hi, t_pred=int(row["t_pred"]))
+    if arms.shape[0] != int(row["n_obs"]) or data.t_origin != int(row["t_origin"]):
+        raise ValueError(
+            f"history is inconsistent at round {round_index}: rebuilt {arms.shape[0]} observations from round "
+            f"{data.t_origin}, recorded {row['n_obs']} from round {row['t_origin']}"
+        )
+    hp = Hyperparameters(float(row["lengthscale"]), float(row["rho"]), float(row["noise"]))
+    gp = BanditGP(n_arm, sort=bool(row["sort"]), time_varying=bool(row["time_varying"]), hyperparameters=hp, device="cpu")
+    gp.set_train_data(data.X, data.y)
+
+    g = torch.as_tensor(np.asarray(grid, dtype=np.float64) if not torch.is_tensor(grid) else grid, dtype=torch.float64)
+    if g.ndim == 1 and n_arm == 1:
+        g = g.unsqueeze(-1)
+    if g.ndim != 2 or g.shape[1] != n_arm:
+        raise ValueError(f"grid must have shape (n, {n_arm}) (arms in beta units); got {tuple(g.shape)}")
+    x = torch.cat([(g - lo) / (hi - lo), torch.ones(g.shape[0], 1, dtype=torch.float64)], dim=-1)
+    with torch.no_grad():
+        mean, var = gp.mean_and_variance(x)
+    return mean * data.y_std + data.y_mean, var.sqrt() * data.y_std
