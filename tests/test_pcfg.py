@@ -399,7 +399,7 @@ def test_config_roundtrip_and_validation():
 
 def test_sweeps():
     smoke, quick, paper = pcfg_sweep("smoke"), pcfg_sweep("quick"), pcfg_sweep("paper")
-    assert len(smoke) == 5 and len(quick) == 20 and len(paper) == 400
+    assert len(smoke) == 5 and len(quick) == 60 and len(paper) == 400
     assert {(c.objective, c.schedule) for c in paper} == {("tvo", "log"), ("tvo", "gp_bandit"), ("reinforce", "none"),
                                                           ("wake-wake", "none"), ("wake-sleep", "none")}
     assert {c.S for c in paper} == {2, 5, 10, 20} and {c.epochs for c in paper} == {2000}

@@ -65,7 +65,7 @@ def test_quick_profile_meets_the_issue():
     p = PROFILES["quick"]
     assert len(p.seeds) >= 3 and {2, 5, 10} <= set(p.d_values)
     text = p.describe()
-    assert "Departures from the paper" in text and "500 train / 200 test" in text and "3 seed(s)" in text
+    assert "Departures from the paper" in text and f"{p.n_train} train / {p.n_test} test" in text and "3 seed(s)" in text
     assert "beta_1 grid" in text or "3 beta_1" in text
 
 
@@ -114,7 +114,7 @@ def test_sweep_grids_follow_the_profile():
     assert {(c.model, c.dataset) for c in fig4} == {("vae", "mnist"), ("vae", "fashion_mnist")}
     assert {(c.model, c.dataset) for c in sweeps.fig5_sbn_mnist(p)} == {("sbn", "binarized_mnist")}
     assert {(c.model, c.dataset) for c in sweeps.fig7_sbn_omniglot(p)} == {("sbn", "omniglot")}
-    assert all((c.n_train, c.n_test, c.epochs, c.batch_size, c.eval_S, c.eval_every) == (500, 200, 60, 50, 200, 20)
+    assert all((c.n_train, c.n_test, c.epochs, c.batch_size, c.eval_S, c.eval_every) == (p.n_train, p.n_test, p.epochs, p.batch_size, p.eval_S, p.eval_every)
                for c in fig4)
     for c in fig4:  # the bandit window goes to the windowed schedules only; log uses beta_1 = 0.025
         assert dict(c.schedule_options) == ({"window": 3} if c.schedule == "gp_bandit" else {})

@@ -175,15 +175,15 @@ _PAPER = Profile(
 
 _QUICK = Profile(
     name="quick",
-    n_train=500,
-    n_test=200,
+    n_train=1000,
+    n_test=300,
     epochs=60,
     batch_size=50,
     lr=1e-3,
     S_values=(10,),
     d_values=(2, 5, 10),
     seeds=(0, 1, 2),
-    eval_S=200,
+    eval_S=300,
     eval_every=20,
     bandit_window=3,
     reward_surface_epochs=(12, 18, 60),
@@ -196,9 +196,9 @@ _QUICK = Profile(
     permutation_d_values=(5, 10),
     permutation_S_values=(10,),
     departures=(
-        "seeded subsets of 500 train / 200 test examples instead of the full datasets; 60 epochs of batch 50 "
-        "(600 Adam steps) instead of 10,000 epochs of batch 1000; S = 10 only (paper: 10 and 50); d in "
-        "{2, 5, 10} (paper adds 15); 3 seeds (paper: 5); IWAE-200 test evaluation (paper: 5000); bandit "
+        "seeded subsets of 1000 train / 300 test examples instead of the full datasets; 60 epochs of batch 50 "
+        "(1200 Adam steps) instead of 10,000 epochs of batch 1000; S = 10 only (paper: 10 and 50); d in "
+        "{2, 5, 10} (paper adds 15); 3 seeds (paper: 5); IWAE-300 test evaluation (paper: 5000); bandit "
         "window 3 epochs instead of 6 (so that the GP sees ~20 rounds); Fig 2's stages at epochs 12/18/60 "
         "mirror the paper's 2k/3k/10k of 10k; Fig 9 uses d in {5, 10} (paper: 5, 15); wall-clock table "
         "scaled down to d in {2, 3, 4} with a 3-point beta_1 grid (paper: d = 2..6, 20 points, 100 runs, "
@@ -266,10 +266,9 @@ DATASET_SIZES: dict[str, tuple[int, int]] = {
     "omniglot": (23_000, 8_070),
 }
 
-#: Constants of :func:`estimate_seconds` (single CPU thread; first measured on the 2-core
-#: development machine under load from other jobs (a quick-profile VAE/MNIST run: 8.0e-5 s per
-#: training sample, 5.3e-5 per evaluation sample; SBN: 3.3e-5 and 3.4e-5), divided by ~1.5 for the
-#: contention; to be calibrated on an idle machine):
+#: Constants of :func:`estimate_seconds` (single CPU thread per run, two runs at a time on the
+#: 2-core development machine; calibrated on quick-profile VAE/MNIST runs, batch 50: ~1.8e-5 s per
+#: training (example, sample) pair and ~9e-6 s per evaluation pair; rounded up):
 #: - ``startup_s``: per run, worker start, imports, data loading and model build;
 #: - ``train_s_per_sample[model]``: one forward+backward of one (example, importance sample) pair;
 #: - ``eval_s_per_sample[model]``: one forward of one (example, sample) pair in IWAE evaluation;
@@ -283,9 +282,9 @@ DATASET_SIZES: dict[str, tuple[int, int]] = {
 #:   ~0.1 + 0.03 S s for TVO and wake-sleep, 2-3x for wake-wake and REINFORCE).
 COST_CONSTANTS: dict[str, Any] = {
     "startup_s": 2.0,
-    "train_s_per_sample": {"vae": 5.0e-5, "sbn": 2.5e-5},
-    "eval_s_per_sample": {"vae": 3.5e-5, "sbn": 2.5e-5},
-    "bandit_round_s": 0.4,
+    "train_s_per_sample": {"vae": 2.0e-5, "sbn": 1.2e-5},
+    "eval_s_per_sample": {"vae": 1.0e-5, "sbn": 8.0e-6},
+    "bandit_round_s": 0.15,
     "bandit_round_s_per_d": 0.02,
     "bandit_early_factor": 1.05,
     "moments_s_per_sample": 6.0e-6,
