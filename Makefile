@@ -20,6 +20,10 @@ EXECUTOR    ?= local
 TORCH_SPEC  ?= torch==2.14.1 torchvision==0.29.1
 TORCH_INDEX ?=
 TVOLIB_DATA ?=
+ifneq ($(strip $(TVOLIB_DATA)),)
+# Notebooks run with notebooks/ as working directory: pass the data root as an absolute path.
+override TVOLIB_DATA := $(abspath $(TVOLIB_DATA))
+endif
 export TVOLIB_DATA
 
 PY         := $(VENV)/bin/python
