@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from tvolib import experiments
+from tvolib.checkpoint import atomic_write
 from tvolib.experiments import ResultsMismatchError, RunFailedError
 
 train_mod = pytest.importorskip("tvolib.train")
@@ -253,7 +254,7 @@ def test_failed_final_write_leaves_no_final_json(root, monkeypatch):
             def half(f):
                 f.write('{"test_log_px": ')
                 raise OSError("disk full")
-            experiments._atomic_write(path, half)
+            atomic_write(path, half, "w")
         real(path, obj)
 
     monkeypatch.setattr(experiments, "_write_json", flaky)
@@ -276,7 +277,7 @@ def test_atomic_write_keeps_old_content_on_error(tmp_path):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        experiments._atomic_write(target, boom)
+        atomic_write(target, boom, "w")
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
 
 

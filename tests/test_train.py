@@ -336,13 +336,18 @@ def test_two_loss_objectives_keep_the_gradients_apart(data_root, monkeypatch):
 
 
 def test_progress_is_quiet_when_not_interactive(monkeypatch):
-    class NotATTY:
+    import io
+
+    class NotATTY(io.StringIO):
         def isatty(self):
             return False
 
-    monkeypatch.setattr(train_mod.sys, "stderr", NotATTY())
-    assert train_mod._progress_enabled(None) is False
-    assert train_mod._progress_enabled(True) is True
+    monkeypatch.setattr(ckpt.sys, "stderr", NotATTY())
+    assert ckpt.progress_bar(None, total=3) is None
+    assert ckpt.progress_bar(False, total=3) is None
+    bar = ckpt.progress_bar(True, total=3)
+    assert bar is not None
+    bar.close()
 
 
 @pytest.mark.slow

@@ -9,13 +9,14 @@ converts NumPy scalars/arrays and other tensors-in-records into such values.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Callable
 
 import torch
 
-__all__ = ["atomic_save", "load", "plain"]
+__all__ = ["atomic_save", "atomic_write", "load", "plain", "progress_bar"]
 
 
 def plain(obj: Any) -> Any:
@@ -31,14 +32,15 @@ def plain(obj: Any) -> Any:
     raise TypeError(f"cannot store {type(obj).__name__} in a checkpoint; use tensors, numbers, str, lists or dicts")
 
 
-def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
-    """Save ``obj`` with ``torch.save`` to ``path`` atomically (tmp file in the same folder, fsync, replace)."""
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], mode: str = "wb") -> Path:
+    """Write ``path`` through ``write(fileobj)`` atomically: a temporary sibling, flushed and
+    fsync'ed, then ``os.replace``'d over ``path``, so a killed writer leaves the old file intact."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+        with os.fdopen(fd, mode) as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -56,6 +58,25 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     finally:
         os.close(dir_fd)
     return path
+
+
+def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
+    """Save ``obj`` with ``torch.save`` to ``path`` atomically (see :func:`atomic_write`)."""
+    return atomic_write(path, lambda f: torch.save(obj, f), "wb")
+
+
+def progress_bar(progress: bool | None, **tqdm_kwargs: Any) -> Any:
+    """A tqdm bar on stderr, or ``None`` when ``progress`` is False (``None``: only on a terminal)."""
+    if progress is None:
+        try:
+            progress = sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            progress = False
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(file=sys.stderr, **tqdm_kwargs)
 
 
 def load(path: str | os.PathLike[str]) -> Any:

@@ -41,7 +41,6 @@ import json
 import multiprocessing
 import os
 import sys
-import tempfile
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -52,6 +51,7 @@ import pandas as pd
 import submitit
 
 from tvolib import paths
+from tvolib.checkpoint import atomic_write
 from tvolib.profiles import estimate_seconds, estimate_wall_seconds
 
 __all__ = [
@@ -225,24 +225,9 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"cannot write {type(obj).__name__} to JSON")
 
 
-def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
-    """Write ``path`` through ``write(fileobj)`` into a temporary sibling, then ``os.replace`` it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_json(path: Path, obj: Any) -> None:
     text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default, allow_nan=True)
-    _atomic_write(path, lambda f: f.write(text + "\n"))
+    atomic_write(path, lambda f: f.write(text + "\n"), "w")
 
 
 def _cell(value: Any) -> Any:
@@ -256,7 +241,7 @@ def _cell(value: Any) -> Any:
 
 def _write_records_csv(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
     frame = pd.DataFrame([{str(k): _cell(v) for k, v in dict(r).items()} for r in records])
-    _atomic_write(path, lambda f: frame.to_csv(f, index=False))
+    atomic_write(path, lambda f: frame.to_csv(f, index=False), "w")
 
 
 def _decode(value: Any) -> Any:
@@ -473,7 +458,7 @@ def run_one(
         _write_json(folder / FINAL_FILE, final)  # last: marks completion
     except Exception:
         _write_json(folder / WALL_FILE, {"seconds": previous + time.perf_counter() - start})
-        _atomic_write(folder / ERROR_FILE, lambda f: f.write(traceback.format_exc()))
+        atomic_write(folder / ERROR_FILE, lambda f: f.write(traceback.format_exc()), "w")
         raise
     return final
 

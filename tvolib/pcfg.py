@@ -60,7 +60,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -469,15 +468,6 @@ def _datasets(config: PCFGConfig, grammar: Grammar) -> tuple[list[tuple[int, ...
     return train, test
 
 
-def _progress_enabled(progress: bool | None) -> bool:
-    if progress is not None:
-        return bool(progress)
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 def _final(history: list[dict[str, Any]], config: PCFGConfig, timers: dict[str, float], device: torch.device,
            epochs_done: int) -> dict[str, Any]:
     final: dict[str, Any] = {}
@@ -589,12 +579,8 @@ def _train_pcfg(config: PCFGConfig, run_dir: str | Path | None, dev: torch.devic
 
     n = len(train_sentences)
     last = config.epochs if stop_after is None else min(config.epochs, stop_after)
-    bar = None
-    if _progress_enabled(progress) and last > start:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=config.epochs, initial=start, desc=f"pcfg/{method_label(config)}/S={config.S}",
-                   unit="epoch", file=sys.stderr)
+    bar = ckpt.progress_bar(progress if last > start else False, total=config.epochs, initial=start, unit="epoch",
+                            desc=f"pcfg/{method_label(config)}/S={config.S}")
     try:
         for epoch in range(start + 1, last + 1):
             t0 = time.perf_counter()

@@ -22,7 +22,6 @@ import hashlib
 import inspect
 import json
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -452,15 +451,6 @@ def _final(history: list[dict[str, Any]], timers: dict[str, float], device: torc
     return final
 
 
-def _progress_enabled(progress: bool | None) -> bool:
-    if progress is not None:
-        return bool(progress)
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 def train(
     config: RunConfig,
     run_dir: str | Path | None = None,
@@ -568,12 +558,8 @@ def train(
     n_batches = math.ceil(n / config.batch_size)
     log_s = math.log(config.S)
     last = config.epochs if stop_after is None else min(config.epochs, stop_after)
-    bar = None
-    if _progress_enabled(progress) and last > start:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=config.epochs, initial=start, desc=f"{config.model}/{config.objective}/{config.schedule}",
-                   unit="epoch", file=sys.stderr)
+    bar = ckpt.progress_bar(progress if last > start else False, total=config.epochs, initial=start, unit="epoch",
+                            desc=f"{config.model}/{config.objective}/{config.schedule}")
 
     try:
         for epoch in range(start + 1, last + 1):

@@ -26,6 +26,8 @@ import urllib.request
 import warnings
 from pathlib import Path
 
+from tvolib.checkpoint import atomic_write
+
 __all__ = [
     "DatasetNotFoundError",
     "ChecksumError",
@@ -119,18 +121,6 @@ def _writable_cache() -> Path | None:
     return path
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Write through a temporary file in the same folder, then rename (safe for parallel runs)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def read_bytes(path: Path) -> bytes:
     """The file's content, decompressed when it ends in ``.gz``."""
     if path.suffix == ".gz":
@@ -170,7 +160,7 @@ def _record_verdict(path: Path, actual: str) -> None:
     verdicts = {k: v for k, v in _load_verdicts(cache).items() if os.path.exists(k)}
     verdicts[key] = {**stamp, "sha256": actual}
     try:
-        _atomic_write(cache / _VERDICTS, lambda h: h.write(json.dumps(verdicts, indent=0).encode()))
+        atomic_write(cache / _VERDICTS, lambda h: h.write(json.dumps(verdicts, indent=0).encode()))
     except OSError:
         pass
 
@@ -216,7 +206,7 @@ def download_file(url: str, dest: Path, expected: str | None, *, dataset: str, t
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            _atomic_write(dest, lambda handle: shutil.copyfileobj(response, handle, 1 << 20))
+            atomic_write(dest, lambda handle: shutil.copyfileobj(response, handle, 1 << 20))
     except (urllib.error.URLError, OSError, ValueError) as err:
         raise DatasetNotFoundError(
             f"dataset {dataset!r}: could not download {url} to {dest} ({type(err).__name__}: {err}). "
@@ -255,6 +245,6 @@ def cache_save(name: str, **arrays) -> None:
     path = cache / "arrays" / f"{name}.npz"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(path, lambda handle: np.savez(handle, **arrays))
+        atomic_write(path, lambda handle: np.savez(handle, **arrays))
     except OSError as err:
         warnings.warn(f"could not cache {name} in {path.parent}: {err}", stacklevel=2)
