@@ -117,7 +117,8 @@ def test_sweep_grids_follow_the_profile():
     assert all((c.n_train, c.n_test, c.epochs, c.batch_size, c.eval_S, c.eval_every) == (p.n_train, p.n_test, p.epochs, p.batch_size, p.eval_S, p.eval_every)
                for c in fig4)
     for c in fig4:  # the bandit window goes to the windowed schedules only; log uses beta_1 = 0.025
-        assert dict(c.schedule_options) == ({"window": 3} if c.schedule == "gp_bandit" else {})
+        expected = {"window": p.bandit_window, "burn_in": p.bandit_burn_in}
+        assert dict(c.schedule_options) == (expected if c.schedule == "gp_bandit" else {})
         assert c.log_beta1 == 0.025
     assert all(dict(c.schedule_options) == {} for c in sweeps.fig4_vae("paper"))
     wall = sweeps.table_wallclock(p)

@@ -44,7 +44,7 @@ __all__ = [
 
 #: Schedules compared in Figs 4, 5, 7 and 9 (Section 5: linear, log, moments baselines).
 COMPARED_SCHEDULES: tuple[str, ...] = ("linear", "log", "moments", "gp_bandit")
-#: Schedules that take the profile's bandit window (``schedule_options={"window": w}``).
+#: Schedules that take the profile's bandit window and burn-in (``schedule_options``).
 WINDOWED_SCHEDULES: tuple[str, ...] = ("gp_bandit", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random")
 #: Continuous VAE datasets (Fig 4, 8) and Sigmoid Belief Network datasets (Fig 5, 7).
 VAE_DATASETS: tuple[str, ...] = ("mnist", "fashion_mnist")
@@ -71,7 +71,12 @@ def tvo_config(
     from tvolib.train import RunConfig
 
     p = get_profile(profile)
-    options = {"window": p.bandit_window} if p.bandit_window is not None and schedule in WINDOWED_SCHEDULES else {}
+    options: dict[str, int] = {}
+    if schedule in WINDOWED_SCHEDULES:
+        if p.bandit_window is not None:
+            options["window"] = p.bandit_window
+        if p.bandit_burn_in:
+            options["burn_in"] = p.bandit_burn_in
     return RunConfig(
         model=model,
         dataset=dataset,
