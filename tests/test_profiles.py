@@ -116,11 +116,12 @@ def test_sweep_grids_follow_the_profile():
     assert {(c.model, c.dataset) for c in sweeps.fig7_sbn_omniglot(p)} == {("sbn", "omniglot")}
     assert all((c.n_train, c.n_test, c.epochs, c.batch_size, c.eval_S, c.eval_every) == (p.n_train, p.n_test, p.epochs, p.batch_size, p.eval_S, p.eval_every)
                for c in fig4)
-    for c in fig4:  # the bandit window goes to the windowed schedules only; log uses beta_1 = 0.025
+    for c in fig4:  # window and burn-in go to the windowed schedules only; log uses beta_1 = 0.025
         expected = {"window": p.bandit_window, "burn_in": p.bandit_burn_in}
         assert dict(c.schedule_options) == (expected if c.schedule == "gp_bandit" else {})
         assert c.log_beta1 == 0.025
-    assert all(dict(c.schedule_options) == {} for c in sweeps.fig4_vae("paper"))
+    assert all(dict(c.schedule_options) == ({"burn_in": 20} if c.schedule == "gp_bandit" else {})
+               for c in sweeps.fig4_vae("paper"))
     wall = sweeps.table_wallclock(p)
     assert isinstance(wall, list) and len(wall) == len(wall.bandit) + len(wall.grid) == 3 + 9
     assert sorted({c.log_beta1 for c in wall.grid}) == pytest.approx([0.01, 0.455, 0.9])
