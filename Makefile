@@ -33,7 +33,9 @@ NOTEBOOKS  := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXECUTED   := notebooks/executed
 TEST_TMP   ?= $(CURDIR)/.cache/test
 
-.PHONY: help setup data figures $(addprefix figure-,$(patsubst notebooks/%.ipynb,%,$(NOTEBOOKS))) test unit lab strip clean distclean
+FIGURE_TARGETS := $(addprefix figure-,$(patsubst notebooks/%.ipynb,%,$(NOTEBOOKS)))
+
+.PHONY: help setup data figures $(FIGURE_TARGETS) test unit lab strip clean distclean
 
 help:
 	@echo "make figures   # install into $(VENV) and regenerate every figure at PROFILE=$(PROFILE)"
@@ -69,7 +71,7 @@ figures: setup
 	done
 	@echo "==> figures written to figures/ (executed notebooks in $(EXECUTED)/)"
 
-figure-%: setup
+$(FIGURE_TARGETS): figure-%: setup
 	@mkdir -p $(EXECUTED) figures
 	TVOLIB_PROFILE=$(PROFILE) TVOLIB_EXECUTOR=$(EXECUTOR) \
 	  $(PY) -m papermill --cwd notebooks notebooks/$*.ipynb $(EXECUTED)/$*.ipynb -p profile $(PROFILE) -p executor $(EXECUTOR)
