@@ -1,10 +1,16 @@
-"""Shared test fixtures: the dataset mirror the tests read."""
+"""Shared test settings and fixtures: the dataset mirror the tests read, and hypothesis settings."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline (CI shares 2 cores; speed goals live in benchmarks/) and derandomised
+# examples, so a CI run is reproducible.
+settings.register_profile("tvolib", deadline=None, derandomize=True)
+settings.load_profile("tvolib")
 
 REPO = Path(__file__).resolve().parent.parent
 
