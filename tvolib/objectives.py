@@ -39,6 +39,7 @@ __all__ = [
     "RULES",
     "LossOutput",
     "compute_loss",
+    "covariance_surrogate",
     "iwae_bound",
     "log_evidence",
     "riemann_weights",
@@ -161,7 +162,7 @@ def _loo_mean(values: Tensor) -> Tensor:
     return (values.sum(dim=0, keepdim=True) - values) / (values.shape[0] - 1)
 
 
-def _covariance_surrogate(
+def covariance_surrogate(
     log_w: Tensor, log_pi_tilde: Tensor, betas: Tensor, deltas: Tensor
 ) -> Tensor:
     """Surrogate whose gradient is the covariance estimator of the TVO gradient: ``(B,)``.
@@ -274,7 +275,7 @@ def _tvo(model, x: Tensor, S: int, betas) -> LossOutput:
     points, deltas = _left_points(betas, log_w)
     b = points[:, None, None]
     log_pi_tilde = b * log_p[None] + (1 - b) * log_q[None]
-    surrogate = _covariance_surrogate(log_w, log_pi_tilde, points, deltas)
+    surrogate = covariance_surrogate(log_w, log_pi_tilde, points, deltas)
     return LossOutput(-surrogate.mean(), None, log_w.detach())
 
 
@@ -285,7 +286,7 @@ def _tvo_reparam(model, x: Tensor, S: int, betas) -> LossOutput:
     points, deltas = _left_points(betas, log_w)
     # With z = g(eps), pi_beta over eps has unnormalised log density beta log w + const.
     log_pi_tilde = points[:, None, None] * log_w[None]
-    surrogate = _covariance_surrogate(log_w, log_pi_tilde, points, deltas)
+    surrogate = covariance_surrogate(log_w, log_pi_tilde, points, deltas)
     return LossOutput(-surrogate.mean(), None, log_w.detach())
 
 

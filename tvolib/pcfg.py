@@ -56,9 +56,6 @@ last values and tail means.
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -69,6 +66,7 @@ import torch
 from torch import Tensor
 
 from tvolib import checkpoint as ckpt
+from tvolib.config import ExperimentConfig, resolve_device
 from tvolib.models.pcfg import (
     Derivations,
     Grammar,
@@ -80,6 +78,7 @@ from tvolib.models.pcfg import (
     sample_sentences,
     soft_log_likelihood,
 )
+from tvolib.objectives import covariance_surrogate, iwae_bound, log_evidence, riemann_weights, tvo_bound
 from tvolib.schedules import EvidenceSpec, FixedSchedule, Schedule, log_uniform
 
 __all__ = [
@@ -123,7 +122,7 @@ class PCFGTrainingDivergedError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class PCFGConfig:
+class PCFGConfig(ExperimentConfig):
     """Everything that determines a PCFG run (and hence its results folder, :meth:`digest`).
 
     Baselines (objective other than ``"tvo"``) use no schedule: ``schedule`` is normalised to
@@ -198,31 +197,6 @@ class PCFGConfig:
             raise bad("grammar", "give a packaged grammar name or a JSON path")
         return self
 
-    def to_dict(self) -> dict[str, Any]:
-        """Field values (JSON-ready)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PCFGConfig":
-        """Inverse of :meth:`to_dict`; unknown keys are rejected (a ``"kind"`` key must be ``"pcfg"``)."""
-        d = dict(d)
-        if "kind" in d and d.pop("kind") != cls.kind:
-            raise ValueError(f"config kind is not {cls.kind!r}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(d) - set(names))
-        if unknown:
-            raise ValueError(f"unknown PCFGConfig fields {unknown}; accepted: {names}")
-        return cls(**d)
-
-    def digest(self) -> str:
-        """A stable 12-hex-digit name: sha256 of the sorted JSON of :meth:`to_dict` plus :attr:`kind`."""
-        payload = json.dumps({"kind": self.kind, **self.to_dict()}, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(payload.encode()).hexdigest()[:12]
-
-    def replace(self, **changes: Any) -> "PCFGConfig":
-        """A copy with ``changes`` applied."""
-        return dataclasses.replace(self, **changes)
-
 
 def method_label(config: Any) -> str:
     """``"tvo-log"``, ``"tvo-gp_bandit"``, ``"reinforce"``, ``"wake-wake"`` or ``"wake-sleep"`` (config or row)."""
@@ -255,26 +229,14 @@ def tvo_theta_surrogate(log_w: Tensor, betas: Tensor) -> Tensor:
 
     ``log_w`` ``(S, B)`` must depend on ``theta`` only through ``log p_theta`` (``log q`` detached);
     then ``d/dtheta E_{pi_beta}[f] = E_pi[df] + beta Cov_pi(f, df)``, with SNIS weights
-    ``softmax(beta f)`` (detached) and the ``S / (S - 1)`` covariance factor.
+    ``softmax(beta f)`` (detached) and the ``S / (S - 1)`` covariance factor
+    (:func:`tvolib.objectives.covariance_surrogate`).
     """
-    from tvolib.objectives import riemann_weights, tvo_bound
-
     nodes, weights = riemann_weights(betas, "left")
-    b = nodes[:-1].to(log_w)
-    deltas = weights[:-1].to(log_w)
-    S = log_w.shape[0]
-    correction = S / (S - 1) if S > 1 else 1.0
-    f = log_w.detach()
-    snis = torch.softmax(b[:, None, None] * f[None], dim=1)  # (d, S, B)
-    mean_term = (snis * log_w[None]).sum(dim=1)
-    centred = f[None] - (snis * f[None]).sum(dim=1, keepdim=True)
-    covariance = correction * b[:, None] * (snis * centred * log_w[None]).sum(dim=1)
-    surrogate = (deltas[:, None] * (mean_term + covariance)).sum(dim=0)
-    return surrogate - surrogate.detach() + tvo_bound(f, nodes[:-1])
-
-
-def _iwae(log_w: Tensor) -> Tensor:
-    return torch.logsumexp(log_w, dim=0) - math.log(log_w.shape[0])
+    b, deltas = nodes[:-1].to(log_w), weights[:-1].to(log_w)
+    # With log q detached, log pi~_beta = beta log p + (1 - beta) log q has gradient beta d log w.
+    surrogate = covariance_surrogate(log_w, b[:, None, None] * log_w[None], b, deltas)
+    return surrogate - surrogate.detach() + tvo_bound(log_w.detach(), nodes[:-1])
 
 
 class _StepOutput(NamedTuple):
@@ -300,7 +262,7 @@ def _train_step(config: PCFGConfig, model: PCFGModel, qnet: PCFGInferenceNetwork
     if config.objective == "tvo":
         loss = -tvo_theta_surrogate(log_w_theta, betas).mean()
     elif config.objective == "reinforce":
-        iwae = _iwae(log_w)
+        iwae = iwae_bound(log_w)
         loss = -(iwae + iwae.detach() * log_q.view(B, S).sum(dim=1)).mean()
     else:  # wake-theta: the IWAE-S gradient for theta
         snis = torch.softmax(log_w.detach(), dim=0)
@@ -436,17 +398,6 @@ class PCFGModels(NamedTuple):
     inference_network: PCFGInferenceNetwork
 
 
-def _resolve_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but CUDA is not available; use device='cpu'")
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device {str(dev)!r} is not supported; use 'cpu' or 'cuda'")
-    return dev
-
-
 def _build(config: PCFGConfig, device: torch.device) -> PCFGModels:
     """Grammar and freshly initialised models (initialisation seeded by ``config.seed``, global RNG untouched)."""
     grammar = load_grammar(config.grammar)
@@ -510,7 +461,7 @@ def train_pcfg(
         raise ValueError(f"checkpoint_every={checkpoint_every!r} must be an integer >= 1")
     if stop_after is not None and not (isinstance(stop_after, int) and stop_after >= 0):
         raise ValueError(f"stop_after={stop_after!r} must be None or an integer >= 0")
-    dev = _resolve_device(device)
+    dev = resolve_device(device)
     # The PCFG's tensors are tiny (at most a few hundred rows): intra-op threads only add overhead
     # (measured 5x slower with 2 threads on a busy 2-core machine), and one thread keeps CPU runs
     # bit-reproducible whatever the caller's setting. Restored on exit.
@@ -575,8 +526,6 @@ def _train_pcfg(config: PCFGConfig, run_dir: str | Path | None, dev: torch.devic
             "history": ckpt.plain(history), "timers": dict(timers),
         }, ckpt_path)
 
-    from tvolib.objectives import log_evidence
-
     n = len(train_sentences)
     last = config.epochs if stop_after is None else min(config.epochs, stop_after)
     bar = ckpt.progress_bar(progress if last > start else False, total=config.epochs, initial=start, unit="epoch",
@@ -603,7 +552,7 @@ def _train_pcfg(config: PCFGConfig, run_dir: str | Path | None, dev: torch.devic
                     opt.step()
                 log_w = out.log_w.double()
                 sums += torch.stack([out.loss.detach().double().cpu() * len(batch), log_w.mean(0).sum().cpu(),
-                                     _iwae(log_w).sum().cpu(), log_evidence(log_w, spec).sum().cpu()])
+                                     iwae_bound(log_w).sum().cpu(), log_evidence(log_w, spec).sum().cpu()])
                 q_cut += int((~out.q_complete).sum())
                 q_total += out.q_complete.numel()
                 if out.sleep_complete is not None:
@@ -648,7 +597,7 @@ def load_model(config: PCFGConfig, run_dir: str | Path, *, device: str | torch.d
     state = ckpt.load(path)
     if state.get("config") != config.to_dict():
         raise ValueError(f"{path} holds another config ({state.get('config')}), not {config.to_dict()}")
-    dev = _resolve_device(device)
+    dev = resolve_device(device)
     grammar, model, qnet = _build(config, dev)
     model.load_state_dict(state["model"])
     qnet.load_state_dict(state["inference_network"])

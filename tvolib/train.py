@@ -17,10 +17,7 @@ adaptive schedules (moments, GP bandit, Section 3 / Algorithm 1) are told after 
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import inspect
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -31,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from tvolib import checkpoint as ckpt
+from tvolib.config import ExperimentConfig, freeze, resolve_device
 from tvolib.data import DATASETS, load_dataset
 from tvolib.evaluate import evaluate
 from tvolib.models import MODELS as MODEL_CLASSES, build_model
@@ -98,13 +96,6 @@ def _rebuild_diverged(message: str, epoch: int, minibatch: int, last_metrics: di
 # --------------------------------------------------------------------------------------------
 
 
-def _freeze(value: Any) -> Any:
-    """Lists (e.g. from JSON) to tuples, recursively, so that configs stay hashable."""
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
 def _normalise_options(name: str, options: Any) -> tuple[tuple[str, Any], ...]:
     """Options given as a mapping or pairs -> a sorted tuple of ``(str, value)`` pairs."""
     if isinstance(options, dict):
@@ -121,7 +112,7 @@ def _normalise_options(name: str, options: Any) -> tuple[tuple[str, Any], ...]:
         raise ValueError(f"{name} keys must be strings; got {keys!r}")
     if len(set(keys)) != len(keys):
         raise ValueError(f"{name} has repeated keys: {keys!r}")
-    return tuple(sorted(((k, _freeze(v)) for k, v in pairs), key=lambda kv: kv[0]))
+    return tuple(sorted(((k, freeze(v)) for k, v in pairs), key=lambda kv: kv[0]))
 
 
 def _json_safe(value: Any) -> bool:
@@ -135,7 +126,7 @@ def _json_safe(value: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(ExperimentConfig):
     """Everything that determines a TVO training run (and hence its results folder, :meth:`digest`).
 
     ``d`` counts the left points including ``beta_0 = 0`` (REFERENCE.md); it is ignored unless the
@@ -241,42 +232,6 @@ class RunConfig:
         """Whether the objective integrates over a schedule (TVO family) so that ``d``/``schedule`` matter."""
         return self.objective.startswith("tvo")
 
-    # -- (de)serialisation ---------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """Field values as JSON-ready Python objects (options as lists of ``[name, value]`` pairs)."""
-
-        def thaw(v: Any) -> Any:
-            return [thaw(x) for x in v] if isinstance(v, tuple) else v
-
-        return {f.name: thaw(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
-        """Inverse of :meth:`to_dict`; unknown keys are rejected (a ``"kind"`` key must match :attr:`kind`)."""
-        d = dict(d)
-        if "kind" in d:
-            kind = d.pop("kind")
-            if kind != cls.kind:
-                raise ValueError(f"config kind {kind!r} is not {cls.kind!r}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(d) - set(names))
-        if unknown:
-            raise ValueError(f"unknown RunConfig fields {unknown}; accepted: {names}")
-        return cls(**{k: _freeze(v) for k, v in d.items()})
-
-    def digest(self) -> str:
-        """A stable 12-hex-digit name: sha256 of the sorted JSON of :meth:`to_dict` plus :attr:`kind`."""
-        payload = json.dumps({"kind": self.kind, **self.to_dict()}, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(payload.encode()).hexdigest()[:12]
-
-    def replace(self, **changes: Any) -> "RunConfig":
-        """A copy with ``changes`` applied (unknown names rejected with the list of fields)."""
-        names = [f.name for f in dataclasses.fields(self)]
-        unknown = sorted(set(changes) - set(names))
-        if unknown:
-            raise ValueError(f"unknown RunConfig fields {unknown}; accepted: {names}")
-        return dataclasses.replace(self, **changes)
-
 
 def _schedule_class(name: str) -> type[Schedule] | None:
     """The class behind an adaptive schedule name (``None`` for linear/log).
@@ -367,17 +322,6 @@ class RunResult:
     history: list[dict[str, Any]]
     schedule_history: list[dict[str, Any]]
     final: dict[str, Any] = field(default_factory=dict)
-
-
-def _resolve_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but CUDA is not available; use device='cpu'")
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device {str(dev)!r} is not supported; use 'cpu' or 'cuda'")
-    return dev
 
 
 def _optimisers(model: nn.Module, lr: float) -> tuple[list[nn.Parameter], list[nn.Parameter], list[torch.optim.Adam]]:
@@ -488,7 +432,7 @@ def train(
         raise ValueError(f"checkpoint_every={checkpoint_every!r} must be an integer >= 1")
     if stop_after is not None and not (isinstance(stop_after, int) and stop_after >= 0):
         raise ValueError(f"stop_after={stop_after!r} must be None or an integer >= 0")
-    dev = _resolve_device(device)
+    dev = resolve_device(device)
     run_path = Path(run_dir) if run_dir is not None else None
     ckpt_path = run_path / CHECKPOINT_NAME if run_path is not None else None
     digest = config.digest()
@@ -671,7 +615,7 @@ def load_model(config: RunConfig, run_dir: str | Path, *, device: str | torch.de
     path = Path(run_dir) / MODEL_NAME
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: train the run to completion first (train(..., model_out=True))")
-    dev = _resolve_device(device)
+    dev = resolve_device(device)
     model = build_model(config.model, **dict(config.model_options))
     model.load_state_dict(ckpt.load(path))
     return model.to(dev).eval()
