@@ -55,6 +55,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..config import resolve_device
 from ..schedules import EvidenceSpec, Schedule
 from .acquisition import maximize_ucb, project_arm, theorem1_kappa
 from .model import BanditGP, Hyperparameters, fit_map, training_data
@@ -452,9 +453,7 @@ class GPBanditSchedule(BanditScheduleBase):
         self.num_restarts = None if num_restarts is None else _check_int("num_restarts", num_restarts, 1)
         hp = initial_hyperparameters or Hyperparameters(rho=2.0 if self.time_varying else 0.0)
         self._hp: Hyperparameters = hp.validate()
-        self.device = torch.device(device) if device is not None else torch.device(
-            "cuda" if torch.cuda.is_available() else "cpu"
-        )
+        self.device = resolve_device(device)
 
     @property
     def sort_arms(self) -> bool:

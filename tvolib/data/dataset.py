@@ -135,27 +135,28 @@ def load_dataset(
     dataset_seed = _check_int(dataset_seed, "dataset_seed", 0)
     base = data_root(root)
 
+    # Raw arrays first; the training subset is taken before the float conversion (run start-up cost).
     train_labels = test_labels = None
     if name in ("mnist", "fashion_mnist"):
-        train_u8, train_labels, test_u8, test_labels = read_mnist_like(name, base, download)
-        train = _float(train_u8, 255.0)
+        train_raw, train_labels, test_u8, test_labels = read_mnist_like(name, base, download)
+        train_scale = 255.0
+        # The whole test set is binarised before subsetting, so a subset's rows equal the full set's.
         test = torch.bernoulli(_float(test_u8, 255.0), generator=seeded_generator(dataset_seed, 1))
         dynamic, label = True, LABELS[name]
     elif name == "binarized_mnist":
         locate_binarized_mnist(base, ("train", "test"), download)  # one error naming all missing files
-        train = _float(read_binarized_mnist("train", base, download))
+        train_raw, train_scale = read_binarized_mnist("train", base, download), 1.0
         test = _float(read_binarized_mnist("test", base, download))
         dynamic, label = False, LABELS[name]
     else:
-        train_u8, train_labels, test_u8, test_labels, derived = read_omniglot(base, dataset_seed, download)
-        train, test = _float(train_u8), _float(test_u8)
+        train_raw, train_labels, test_u8, test_labels, derived = read_omniglot(base, dataset_seed, download)
+        train_scale, test = 1.0, _float(test_u8)
         dynamic, label = False, LABELS["omniglot_derived" if derived else "omniglot"]
 
-    n_train_full, n_test_full = len(train), len(test)
+    n_train_full, n_test_full = len(train_raw), len(test)
     train_index = _subset(n_train_full, n_train, seed, 2, "n_train")
     test_index = _subset(n_test_full, n_test, seed, 3, "n_test")
-    if n_train is not None:
-        train = train[torch.from_numpy(train_index)]
+    train = _float(train_raw[train_index] if n_train is not None else train_raw, train_scale)
     if n_test is not None:
         test = test[torch.from_numpy(test_index)]
     as_labels = lambda labels, index: None if labels is None else torch.from_numpy(  # noqa: E731
