@@ -140,6 +140,20 @@ def _suptitle(fig: Figure, title: str) -> None:
     fig.suptitle("\n".join(textwrap.wrap(title, chars)))
 
 
+def _finish(fig: Figure, axes: Any, legend_title: str, title: str | None, ncol: int | None = None) -> Figure:
+    """One legend below the panels (each label once, from all ``axes``) and the wrapped title."""
+    handles, labels = [], []
+    for ax in np.atleast_1d(axes).flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol or max(len(labels), 1), title=legend_title)
+    if title:
+        _suptitle(fig, title)
+    return fig
+
+
 def schedule_label(name: str) -> str:
     """Legend label of a schedule name (``"gp_bandit"`` -> ``"GP-bandit"``); unknown names unchanged."""
     return _SCHEDULE_LABELS.get(str(name), str(name))
@@ -895,12 +909,7 @@ def plot_betas_over_time(
     bottom.set_xlim(0, 1)
     bottom.set_xlabel(r"$\beta$")
     bottom.set_ylabel("density of chosen betas")
-    handles, labels = bottom.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=3,
-               title="training phase (thirds of the epochs)")
-    if title:
-        _suptitle(fig, title)
-    return fig
+    return _finish(fig, bottom, "training phase (thirds of the epochs)", title, ncol=3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -968,11 +977,7 @@ def plot_metric_vs_d(
     else:
         span = f"{int(seeds.min())}-{int(seeds.max())}" if seeds.min() != seeds.max() else f"{int(seeds.min())}"
         note = f"mean $\\pm$ standard error over {span} seeds"
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=max(len(labels), 1), title=f"schedule ({note})")
-    if title:
-        _suptitle(fig, title)
-    return fig
+    return _finish(fig, axes[0][0], f"schedule ({note})", title)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1055,19 +1060,9 @@ def plot_training_curves(
                 ax.set_xlabel("epoch")
             if j == 0:
                 ax.set_ylabel(METRIC_LABELS.get(metric, metric))
-    handles, labels = [], []
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
     which = ("mean $\\pm$ s.e. over seeds" if seed is None
              else f"seed {data['seed'].iloc[0]}" if "seed" in data.columns else "")
-    fig.legend(handles, labels, loc="outside lower center", ncol=max(len(labels), 1),
-               title=f"schedule ({which})" if which else "schedule")
-    if title:
-        _suptitle(fig, title)
-    return fig
+    return _finish(fig, axes, f"schedule ({which})" if which else "schedule", title)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1376,19 +1371,9 @@ def plot_pcfg(
             ax.set_title(f"median over seeds per epoch, S={curve_S} (tail shaded)")
         if row == len(metrics) - 1:
             ax.set_xlabel("epoch")
-    handles, labels = [], []
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
     seeds = summary["n_seeds"] if "n_seeds" in summary.columns else pd.Series([1])
     span = f"{int(seeds.min())}" if seeds.min() == seeds.max() else f"{int(seeds.min())}-{int(seeds.max())}"
-    fig.legend(handles, labels, loc="outside lower center", ncol=max(len(labels), 1),
-               title=f"method ({span} seed{'s' if seeds.max() > 1 else ''})")
-    if title:
-        _suptitle(fig, title)
-    return fig
+    return _finish(fig, axes, f"method ({span} seed{'s' if seeds.max() > 1 else ''})", title)
 
 
 def pcfg_table(
