@@ -11,7 +11,8 @@ import torch
 
 from tvolib.bandit import GPBanditSchedule, RandomSchedule, reward_posterior
 from tvolib.bandit.scheduler import evidence_spec_for
-from tvolib.schedules import Schedule, validate_schedule
+from tvolib.schedules import Schedule
+from tvolib.tvo import validate_schedule
 
 # Small acquisition budgets keep the tests quick; the algorithm is unchanged.
 FAST = dict(raw_samples=64, num_restarts=2, acq_maxiter=30, fit_maxiter=20)

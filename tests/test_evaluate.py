@@ -9,8 +9,7 @@ from torch import nn
 
 from tvolib.evaluate import evaluate, log_weight_metrics
 from tvolib.models import LinearGaussian, build_model
-from tvolib.objectives import iwae_bound, log_evidence
-from tvolib.schedules import EvidenceSpec
+from tvolib.tvo import EvidenceSpec, iwae_bound, log_evidence
 
 
 class TableModel(nn.Module):

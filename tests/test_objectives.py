@@ -9,16 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tvolib.models import LinearGaussian, build_model
-from tvolib.objectives import (
-    OBJECTIVES,
-    compute_loss,
+from tvolib.objectives import OBJECTIVES, compute_loss
+from tvolib.tvo import (
+    EvidenceSpec,
     iwae_bound,
+    linear,
     log_evidence,
+    log_uniform,
     riemann_weights,
     snis_integrand,
     tvo_bound,
 )
-from tvolib.schedules import EvidenceSpec, linear, log_uniform
 
 BETAS = torch.tensor([0.0, 0.1, 0.4, 0.7], dtype=torch.float64)
 

@@ -358,7 +358,7 @@ def test_exact_metrics_at_the_true_model(grammar):
 
 
 def test_tvo_theta_surrogate_value_and_gradient():
-    from tvolib.objectives import tvo_bound
+    from tvolib.tvo import tvo_bound
 
     torch.manual_seed(0)
     theta = torch.randn(6, 3, requires_grad=True)

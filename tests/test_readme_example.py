@@ -3,7 +3,7 @@ import torch
 
 from tvolib.bandit import GPBanditSchedule
 from tvolib.models import build_model
-from tvolib.objectives import log_evidence, tvo_bound
+from tvolib.tvo import log_evidence, tvo_bound
 
 
 def test_bandit_drives_a_hand_written_training_loop():

@@ -10,16 +10,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tvolib.models import LinearGaussian
-from tvolib.objectives import snis_integrand
-from tvolib.schedules import (
-    EvidenceSpec,
-    FixedSchedule,
-    MomentsSchedule,
-    linear,
-    log_uniform,
-    moments,
-    validate_schedule,
-)
+from tvolib.schedules import FixedSchedule, MomentsSchedule, moments
+from tvolib.tvo import EvidenceSpec, linear, log_uniform, snis_integrand, validate_schedule
 
 interior = st.lists(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True), max_size=20, unique=True)
 

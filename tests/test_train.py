@@ -12,7 +12,7 @@ import torch
 
 import tvolib.train as train_mod
 from tvolib import checkpoint as ckpt
-from tvolib.schedules import log_uniform
+from tvolib.tvo import log_uniform
 from tvolib.train import (
     SCHEDULES,
     RunConfig,

@@ -13,8 +13,7 @@ from contextlib import nullcontext
 import torch
 from torch import Tensor
 
-from tvolib.objectives import iwae_bound, log_evidence
-from tvolib.schedules import EvidenceSpec
+from tvolib.tvo import EvidenceSpec, iwae_bound, log_evidence
 
 __all__ = ["evaluate", "log_weight_metrics"]
 
@@ -87,7 +86,7 @@ def log_weight_metrics(log_w: Tensor, evidence_spec: EvidenceSpec | None = None)
     """Cheap training-curve metrics from a minibatch's log weights ``(S, B)``, as batch *sums*.
 
     Keys: ``elbo`` (mean log w per point), ``iwae`` (IWAE-S bound) and, with ``evidence_spec``,
-    ``evidence`` (:func:`tvolib.objectives.log_evidence`). Each is a 0-d tensor holding the sum over
+    ``evidence`` (:func:`tvolib.tvo.log_evidence`). Each is a 0-d tensor holding the sum over
     the B points, so the trainer can add them over an epoch and divide by N without a device sync.
     """
     log_w = log_w.detach()

@@ -1,10 +1,7 @@
-"""The TVO and its baselines: SNIS integrand, Riemann bounds, evidence estimates, training losses.
+"""Gradient estimators: the TVO's covariance estimator and the baselines' training losses.
 
-Notation (paper Section 2): ``log w_s = log p(x, z_s) - log q(z_s | x)`` for ``z_s ~ q(z|x)``,
-stored as a tensor of shape ``(S, B)`` (samples first). ``pi_beta ∝ q^(1-beta) p^beta`` (Eq. 2);
-the integrand of the thermodynamic identity (Eq. 3) is ``E_{pi_beta}[log w]``, estimated by
-self-normalised importance sampling with weights ``w^beta`` (SNIS, Eq. 4); the TVO is its left
-Riemann sum (Eq. 5). Equation numbers follow the paper's source (/work/shared/paper).
+The bounds themselves (SNIS integrand, Riemann sums, IWAE bound) live in :mod:`tvolib.tvo`;
+notation as there (``log w`` of shape ``(S, B)``).
 
 Gradient estimators used by :func:`compute_loss` (``loss`` is the negated objective, averaged over
 the batch; minimise it):
@@ -32,23 +29,16 @@ from typing import Callable, NamedTuple
 import torch
 from torch import Tensor
 
-from tvolib.schedules import EvidenceSpec, validate_schedule
+from tvolib.tvo import iwae_bound, riemann_weights
 
 __all__ = [
     "OBJECTIVES",
-    "RULES",
     "LossOutput",
     "compute_loss",
     "covariance_surrogate",
-    "iwae_bound",
-    "log_evidence",
-    "riemann_weights",
-    "snis_integrand",
-    "tvo_bound",
 ]
 
 OBJECTIVES = ("elbo", "iwae", "reinforce", "vimco", "wake-wake", "wake-sleep", "tvo", "tvo_reparam")
-RULES = ("left", "right", "trapezoid")
 
 
 class LossOutput(NamedTuple):
@@ -63,93 +53,6 @@ class LossOutput(NamedTuple):
     loss: Tensor
     phi_loss: Tensor | None
     log_w: Tensor
-
-
-def _check_log_w(log_w: Tensor) -> None:
-    if not isinstance(log_w, Tensor) or log_w.ndim != 2 or log_w.shape[0] < 1:
-        shape = tuple(log_w.shape) if isinstance(log_w, Tensor) else type(log_w).__name__
-        raise ValueError(f"log_w must be a tensor of shape (S, B) with S >= 1 samples first; got {shape}")
-
-
-def snis_integrand(log_w: Tensor, betas: Tensor | list[float]) -> Tensor:
-    """SNIS estimates of ``E_{pi_beta}[log w]`` (Eq. 4) for every beta at once: ``(d, B)``.
-
-    ``log_w`` is ``(S, B)``; ``betas`` any 1-D sequence (not validated as a schedule, so it can
-    also hold the right end point 1). The normalised weights are ``softmax(beta * log w)`` over the
-    samples, computed for all betas in one broadcast ``(d, S, B)`` operation. Differentiable.
-    """
-    _check_log_w(log_w)
-    b = torch.as_tensor(betas, dtype=log_w.dtype, device=log_w.device).reshape(-1)
-    weights = torch.softmax(b[:, None, None] * log_w[None], dim=1)
-    return (weights * log_w[None]).sum(dim=1)
-
-
-def riemann_weights(betas: Tensor | list[float], rule: str = "left") -> tuple[Tensor, Tensor]:
-    """Quadrature nodes ``[b_0, ..., b_{d-1}, 1]`` and their weights for a schedule (Eq. 5).
-
-    With ``delta_j = b_{j+1} - b_j`` (``b_d = 1``): ``left`` puts ``delta_j`` on ``b_j`` (the TVO,
-    a lower bound since the integrand increases), ``right`` puts it on ``b_{j+1}`` (an upper
-    bound), ``trapezoid`` averages the two. Returns two float64 CPU tensors of shape ``(d + 1,)``.
-    """
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {RULES}; got {rule!r}")
-    left_points = validate_schedule(betas)
-    nodes = torch.cat([left_points, torch.ones(1, dtype=torch.float64)])
-    deltas = nodes[1:] - nodes[:-1]
-    zero = torch.zeros(1, dtype=torch.float64)
-    left, right = torch.cat([deltas, zero]), torch.cat([zero, deltas])
-    weights = {"left": left, "right": right, "trapezoid": (left + right) / 2}[rule]
-    return nodes, weights
-
-
-def tvo_bound(log_w: Tensor, betas: Tensor | list[float], rule: str = "left") -> Tensor:
-    """Riemann sum of the SNIS integrand over a schedule: ``(B,)``.
-
-    ``rule='left'`` is the TVO lower bound (Eq. 5); ``betas=[0]`` gives the ELBO (Eq. 1, the mean of
-    ``log w``). ``right`` gives the upper bound, ``trapezoid`` the trapezoid rule.
-    """
-    nodes, weights = riemann_weights(betas, rule)
-    used = weights != 0
-    values = snis_integrand(log_w, nodes[used])
-    return (weights[used].to(values)[:, None] * values).sum(dim=0)
-
-
-def iwae_bound(log_w: Tensor) -> Tensor:
-    """The IWAE-S bound ``logsumexp_s(log w_s) - log S`` (Burda et al. 2016): ``(B,)``."""
-    _check_log_w(log_w)
-    return torch.logsumexp(log_w, dim=0) - math.log(log_w.shape[0])
-
-
-def log_evidence(log_w: Tensor, spec: EvidenceSpec) -> Tensor:
-    """The log-evidence estimate ``L`` named by ``spec`` (the bandit's reward signal): ``(B,)``.
-
-    ``rule='left'``: the TVO left sum over the left points ``spec.betas`` (the paper, Appendix A:
-    ``EvidenceSpec.paper()``, linear d = 50). ``rule='trapezoid'``: the trapezoid rule over the nodes
-    ``spec.betas``, which must increase strictly within [0, 1] and end at 1 (the authors' code:
-    ``EvidenceSpec.authors_code()``, nodes ``10**linspace(-9, 0, 50)``).
-    """
-    if not isinstance(spec, EvidenceSpec):
-        raise ValueError(f"spec must be an EvidenceSpec; got {type(spec).__name__}")
-    if spec.rule == "left":
-        return tvo_bound(log_w, spec.betas, "left")
-    if spec.rule != "trapezoid":
-        raise ValueError(f"EvidenceSpec.rule must be 'left' or 'trapezoid'; got {spec.rule!r}")
-    nodes = torch.as_tensor(spec.betas, dtype=torch.float64)
-    ok = (
-        nodes.ndim == 1
-        and nodes.numel() >= 2
-        and bool(torch.isfinite(nodes).all())
-        and bool((nodes[1:] > nodes[:-1]).all())
-        and nodes[0].item() >= 0
-        and nodes[-1].item() == 1.0
-    )
-    if not ok:
-        raise ValueError(
-            "trapezoid nodes must be >= 2 finite, strictly increasing points in [0, 1] ending at 1; "
-            f"got {spec.betas!r}"
-        )
-    values = snis_integrand(log_w, nodes)
-    return torch.trapezoid(values, x=nodes.to(values), dim=0)
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ The TVO theta gradient: ``q`` does not depend on ``theta``, so ``pi_beta ∝ q w
 ``d/dtheta E_pi[f] = E_pi[df] + beta Cov_pi(f, df)`` with ``f = log w``; both expectations are SNIS
 estimates with weights ``softmax(beta log w)`` and the covariance carries the ``S / (S - 1)``
 factor of :mod:`tvolib.objectives` (Masrani et al. 2019). :func:`tvo_theta_surrogate`'s value is
-the TVO bound itself (:func:`tvolib.objectives.tvo_bound`).
+the TVO bound itself (:func:`tvolib.tvo.tvo_bound`).
 
 Metrics (exact, no Monte Carlo), in every history row where they are evaluated:
 
@@ -78,8 +78,10 @@ from tvolib.models.pcfg import (
     sample_sentences,
     soft_log_likelihood,
 )
-from tvolib.objectives import covariance_surrogate, iwae_bound, log_evidence, riemann_weights, tvo_bound
-from tvolib.schedules import EvidenceSpec, FixedSchedule, Schedule, log_uniform
+from tvolib.objectives import covariance_surrogate
+from tvolib.tvo import iwae_bound, log_evidence, riemann_weights, tvo_bound
+from tvolib.schedules import FixedSchedule, Schedule
+from tvolib.tvo import EvidenceSpec, log_uniform
 
 __all__ = [
     "OBJECTIVES",

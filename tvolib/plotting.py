@@ -591,7 +591,7 @@ def linear_gaussian_curve(
     import torch
 
     from tvolib.models import LinearGaussian
-    from tvolib.objectives import snis_integrand
+    from tvolib.tvo import snis_integrand
 
     model = LinearGaussian(**dict(params or FIG1_LINEAR_GAUSSIAN))
     with torch.no_grad():
@@ -626,7 +626,7 @@ def model_curve(
     """
     import torch
 
-    from tvolib.objectives import snis_integrand
+    from tvolib.tvo import snis_integrand
 
     grid = torch.as_tensor(beta, dtype=torch.float64)
     total = torch.zeros(len(grid), dtype=torch.float64)

@@ -1,75 +1,24 @@
-"""Integration schedules for the TVO (paper Section 2, Eq. 4) and the interface shared with the bandit.
+"""Schedules as objects a training loop asks and tells: the ``Schedule`` interface, fixed and moments.
 
-A *schedule* is the vector of left Riemann points ``beta = [b_0, ..., b_{d-1}]`` with
-``0 = b_0 < b_1 < ... < b_{d-1} < 1``; the right end point 1 is appended only when the sum is
-formed (see :func:`tvolib.objectives.riemann_weights`). ``d`` therefore counts ``b_0 = 0``
-(d = 5 means 0 and four interior points), as in the authors' code (REFERENCE.md).
+A schedule's points are defined in :mod:`tvolib.tvo` (``linear``, ``log_uniform``,
+``validate_schedule``); the adaptive GP-bandit schedule is in :mod:`tvolib.bandit`.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-import math
 from typing import Any, Callable, Literal
 
 import torch
 from torch import Tensor
 
+from tvolib.tvo import EvidenceSpec, _check_d, linear, log_uniform, snis_integrand, validate_schedule
+
 __all__ = [
-    "EvidenceSpec",
     "FixedSchedule",
     "MomentsSchedule",
     "Schedule",
-    "linear",
-    "log_uniform",
     "moments",
-    "validate_schedule",
 ]
-
-
-def validate_schedule(betas: Tensor | list[float]) -> Tensor:
-    """Return ``betas`` as a 1-D float64 CPU tensor after checking it is a valid left-point schedule.
-
-    Raises ``ValueError`` (saying what is wrong and what is accepted) unless ``betas`` is a
-    non-empty, finite, 1-D sequence with first point 0, strictly increasing, and every point in [0, 1).
-    """
-    t = torch.as_tensor(betas, dtype=torch.float64).detach().cpu()
-    accepted = "a non-empty 1-D sequence 0 = b_0 < b_1 < ... < b_{d-1} < 1"
-    if t.ndim != 1 or t.numel() == 0:
-        raise ValueError(f"schedule must be {accepted}; got shape {tuple(t.shape)}")
-    if not torch.isfinite(t).all():
-        raise ValueError(f"schedule must be {accepted}; got non-finite values {t.tolist()}")
-    if t[0].item() != 0.0:
-        raise ValueError(f"schedule must be {accepted}; first point is {t[0].item()!r}, not 0")
-    if t.numel() > 1 and not (t[1:] > t[:-1]).all():
-        raise ValueError(f"schedule must be {accepted}; got a non-increasing sequence {t.tolist()}")
-    if (t >= 1).any() or (t < 0).any():
-        raise ValueError(f"schedule must be {accepted}; got points outside [0, 1): {t.tolist()}")
-    return t
-
-
-@dataclass(frozen=True)
-class EvidenceSpec:
-    """Which log-evidence estimate ``L`` an adaptive schedule wants after every epoch.
-
-    The paper (Appendix A, "Reward Evaluation") uses the TVO left Riemann sum over a fixed linear
-    schedule of 50 points; the authors' code uses the trapezoid rule over 50 points
-    ``10**linspace(-9, 0, 50)``. ``betas`` here are the quadrature nodes *including* 1 for
-    ``rule='trapezoid'``; for ``rule='left'`` they are left points (1 is appended).
-    """
-
-    betas: tuple[float, ...]
-    rule: Literal["left", "trapezoid"] = "left"
-
-    @classmethod
-    def paper(cls, d: int = 50) -> "EvidenceSpec":
-        """The paper's reward signal: left Riemann sum over ``linear(d)`` (Appendix A, d = 50)."""
-        return cls(betas=tuple(linear(d).tolist()), rule="left")
-
-    @classmethod
-    def authors_code(cls, d: int = 50) -> "EvidenceSpec":
-        """The authors' code: trapezoid rule over the nodes ``10**linspace(-9, 0, d)`` (REFERENCE.md)."""
-        return cls(betas=tuple(torch.logspace(-9, 0, d, dtype=torch.float64).tolist()), rule="trapezoid")
 
 
 class Schedule(ABC):
@@ -117,40 +66,6 @@ class Schedule(ABC):
         """Restore what :meth:`state_dict` returned."""
 
 
-# --------------------------------------------------------------------------------------------
-# Fixed schedules (Section 4: "linear-uniform", "log-uniform" and "moments" baselines)
-# --------------------------------------------------------------------------------------------
-
-
-def _check_d(d: int) -> int:
-    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-        raise ValueError(f"d (the number of left points, including b_0 = 0) must be an int >= 1; got {d!r}")
-    return d
-
-
-def linear(d: int) -> Tensor:
-    """Left points of the uniform partition of [0, 1] into ``d`` intervals: ``arange(d) / d``.
-
-    ``linear(50)`` is the paper's reward schedule (Appendix A, "Reward Evaluation").
-    Returns a float64 CPU tensor of shape ``(d,)``.
-    """
-    _check_d(d)
-    return torch.arange(d, dtype=torch.float64) / d
-
-
-def log_uniform(d: int, beta1: float = 0.025) -> Tensor:
-    """``[0] + logspace(log10(beta1), 0, d)[:-1]``: 0, then log spacing from ``beta1`` towards 1.
-
-    The paper's log baseline with ``beta1 = 0.025`` (Section 4, from the grid search of Masrani et
-    al. 2019); for d = 5 this is 0, .025, .0629, .1581, .3976 (REFERENCE.md). ``d = 1`` gives [0]
-    (the ELBO). Returns a float64 CPU tensor of shape ``(d,)``.
-    """
-    _check_d(d)
-    if not (isinstance(beta1, (int, float)) and math.isfinite(beta1) and 0.0 < beta1 < 1.0):
-        raise ValueError(f"beta1 must be a float in (0, 1); got {beta1!r}")
-    points = torch.logspace(math.log10(beta1), 0.0, d, dtype=torch.float64)[:-1]
-    return validate_schedule(torch.cat([torch.zeros(1, dtype=torch.float64), points]))
-
 
 def moments(d: int, log_w: Tensor, *, tol: float = 1e-3, max_iter: int = 100) -> Tensor:
     """The moments schedule (Grosse et al. 2013; Brekelmans et al. 2020): equal steps in the integrand.
@@ -169,8 +84,6 @@ def moments(d: int, log_w: Tensor, *, tol: float = 1e-3, max_iter: int = 100) ->
     points closer than 1e-9 (a near-vertical integrand) are pushed apart so that the result is
     always a valid schedule. Returns a float64 CPU tensor of shape ``(d,)``.
     """
-    from tvolib.objectives import snis_integrand  # local: objectives imports this module
-
     _check_d(d)
     if not isinstance(log_w, Tensor) or log_w.ndim != 2 or log_w.shape[0] < 1 or log_w.shape[1] < 1:
         shape = tuple(log_w.shape) if isinstance(log_w, Tensor) else type(log_w).__name__

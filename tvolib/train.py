@@ -32,8 +32,9 @@ from tvolib.config import ExperimentConfig, freeze, resolve_device
 from tvolib.data import DATASETS, load_dataset
 from tvolib.evaluate import evaluate
 from tvolib.models import MODELS as MODEL_CLASSES, build_model
-from tvolib.objectives import OBJECTIVES, compute_loss, log_evidence
-from tvolib.schedules import EvidenceSpec, FixedSchedule, MomentsSchedule, Schedule, linear, log_uniform
+from tvolib.objectives import OBJECTIVES, compute_loss
+from tvolib.schedules import FixedSchedule, MomentsSchedule, Schedule
+from tvolib.tvo import EvidenceSpec, linear, log_evidence, log_uniform
 
 __all__ = [
     "MODELS",

@@ -56,7 +56,8 @@ import torch
 from torch import Tensor
 
 from ..config import resolve_device
-from ..schedules import EvidenceSpec, Schedule
+from ..schedules import Schedule
+from ..tvo import EvidenceSpec
 from .acquisition import maximize_ucb, project_arm, theorem1_kappa
 from .model import BanditGP, Hyperparameters, fit_map, training_data
 from .posterior import observations
