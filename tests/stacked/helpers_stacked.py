@@ -9,7 +9,7 @@ from tvolib.stacked import StackedModel
 SEEDS = (1, 2, 3)
 # Per-run tensor sizes that are multiples of the CPU vector width: elementwise kernels then treat
 # a run's slice of a stack exactly as they treat the single run's tensor (see test_unaligned_*).
-B, S = 64, 8
+B, S = 32, 8
 
 
 def single_models(name: str, seeds=SEEDS) -> list:
