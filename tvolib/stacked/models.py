@@ -6,8 +6,8 @@ dimension ``K``, so run ``k`` starts exactly where the single model with its see
 :meth:`StackedModel.state_dict` writes run ``k`` back in the single model's format.
 
 The layers are hand-batched (``torch.baddbmm`` on ``(K, out, in)`` weights) rather than
-``torch.func.vmap`` over the single modules: on one GPU the batched matmuls ran twice as fast
-(docs/notes-stack.md). The Monte-Carlo noise is drawn outside the model, per run, from each
+``torch.func.vmap`` over the single modules: measured on one GPU (fp32, batch 1000, S = 10,
+K = 32-128), the batched matmuls ran about twice as fast. The Monte-Carlo noise is drawn outside the model, per run, from each
 run's own ``torch.Generator`` (:meth:`StackedModel.draw_noise`), with the same generator calls
 the single model makes on the global RNG; on the CPU a run in a stack therefore gives bit for bit
 the numbers of the single model (tests/stacked).
