@@ -1,0 +1,75 @@
+"""Stacked losses equal tvolib.objectives.compute_loss run by run, with per-run schedules."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from tvolib.objectives import compute_loss, covariance_surrogate
+from tvolib.stacked.objectives import (
+    left_points,
+    stacked_covariance_surrogate,
+    stacked_iwae_bound,
+    stacked_loss,
+)
+from tvolib.tvo import iwae_bound, linear, log_uniform
+
+from helpers_stacked import B, S, SEEDS, batches, generators, stack_of
+
+SCHEDULES = [log_uniform(4), linear(4), torch.tensor([0.0, 0.05, 0.5, 0.9], dtype=torch.float64)]
+CASES = [("vae", "tvo"), ("vae", "tvo_reparam"), ("vae", "elbo"), ("vae", "iwae"), ("sbn", "tvo"), ("sbn", "elbo")]
+
+
+@pytest.mark.parametrize("name,objective", CASES)
+def test_run_k_loss_and_gradients_equal_compute_loss(name, objective):
+    stack, models = stack_of(name)
+    x = batches(stack.K)
+    points = left_points(SCHEDULES)
+    out = stacked_loss(objective, stack, x, S, stack.draw_noise(generators(SEEDS), S, B), points)
+    out.loss.sum().backward()
+    assert out.loss.shape == (stack.K,) and out.log_w.shape == (stack.K, S, B)
+    for k, (model, seed) in enumerate(zip(models, SEEDS)):
+        torch.manual_seed(1000 + seed)
+        single = compute_loss(objective, model, x[k], S, SCHEDULES[k])
+        single.loss.backward()
+        assert torch.equal(single.loss, out.loss[k]) and torch.equal(single.log_w, out.log_w[k])
+        for n, p in model.named_parameters():
+            assert torch.equal(p.grad, stack.params[n].grad[k]), n
+
+
+@settings(max_examples=30)
+@given(st.integers(2, 12), st.integers(1, 6), st.integers(0, 2**31 - 1))
+def test_covariance_surrogate_and_iwae_bound_batched_equal_single(s, b, seed):
+    g = torch.Generator().manual_seed(seed)
+    log_w = torch.randn(3, s, b, generator=g) * 5
+    log_pi = torch.randn(3, 4, s, b, generator=g)
+    points = left_points(SCHEDULES)
+    batched = stacked_covariance_surrogate(log_w, log_pi, points)
+    bounds = stacked_iwae_bound(log_w)
+    for k in range(3):
+        single = covariance_surrogate(log_w[k], log_pi[k], points.points[k], points.deltas[k])
+        torch.testing.assert_close(batched[k], single, rtol=0, atol=0)
+        torch.testing.assert_close(bounds[k], iwae_bound(log_w[k]), rtol=0, atol=0)
+
+
+def test_left_points_are_the_single_run_widths():
+    points = left_points([[0.0, 0.5], [0.0, 0.25]], dtype=torch.float64)
+    assert points.points.tolist() == [[0.0, 0.5], [0.0, 0.25]]
+    assert points.deltas.tolist() == [[0.5, 0.5], [0.25, 0.75]]
+
+
+def test_bad_inputs_are_named():
+    stack, _ = stack_of("sbn")
+    x, noise = batches(3), stack.draw_noise(generators(SEEDS), S, B)
+    with pytest.raises(ValueError, match="one length d"):
+        left_points([[0.0, 0.5], [0.0, 0.1, 0.2]])
+    with pytest.raises(ValueError, match="schedule must be"):
+        left_points([[0.1, 0.5]])
+    with pytest.raises(ValueError, match="cannot be stacked"):
+        stacked_loss("wake-wake", stack, x, S, noise)
+    with pytest.raises(ValueError, match="needs reparameterised"):
+        stacked_loss("iwae", stack, x, S, noise)
+    with pytest.raises(ValueError, match="points=left_points"):
+        stacked_loss("tvo", stack, x, S, noise)
+    with pytest.raises(ValueError, match="2 schedules; the stack has 3"):
+        stacked_loss("tvo", stack, x, S, noise, left_points(SCHEDULES[:2]))

@@ -1,0 +1,108 @@
+"""StackedAdam is K torch.optim.Adam optimisers: same parameters bit for bit, same state dicts."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tvolib.objectives import compute_loss
+from tvolib.stacked.objectives import left_points, stacked_loss
+from tvolib.stacked.optim import StackedAdam
+
+from helpers_stacked import B, S, SEEDS, batches, generators, stack_of
+
+SCHEDULES = [[0.0, 0.1, 0.4], [0.0, 0.2, 0.5], [0.0, 0.3, 0.6]]
+
+
+def _torch_adams(model, lr=1e-3):
+    """The single-run trainer's two optimisers (theta, phi)."""
+    return [torch.optim.Adam(list(model.generative_parameters()), lr=lr),
+            torch.optim.Adam(list(model.inference_parameters()), lr=lr)]
+
+
+def _train_stack(stack, opt, xs, seeds):
+    gens = generators(seeds)
+    points = left_points(SCHEDULES)
+    for x in xs:
+        stacked_loss("tvo", stack, x, S, stack.draw_noise(gens, S, B), points).loss.sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def _train_single(model, opts, xs, seed, k):
+    torch.manual_seed(1000 + seed)
+    for x in xs:
+        compute_loss("tvo", model, x[k], S, SCHEDULES[k]).loss.backward()
+        for o in opts:
+            o.step()
+            o.zero_grad(set_to_none=True)
+
+
+@pytest.mark.parametrize("name", ["vae", "sbn"])
+def test_three_steps_equal_independent_torch_adams(name):
+    stack, models = stack_of(name)
+    opt = StackedAdam(stack, lr=1e-3)
+    xs = [batches(stack.K, seed=i) for i in range(3)]
+    _train_stack(stack, opt, xs, SEEDS)
+    for k, (model, seed) in enumerate(zip(models, SEEDS)):
+        opts = _torch_adams(model)
+        _train_single(model, opts, xs, seed, k)
+        for n, v in model.state_dict().items():
+            assert torch.equal(v, stack.state_dict(k)[n]), n
+        for mine, ref in zip(opt.run_state_dicts(k), opts):
+            ref = ref.state_dict()
+            assert mine["param_groups"] == ref["param_groups"]
+            for i, s in ref["state"].items():
+                assert all(torch.equal(s[key], mine["state"][i][key]) for key in ("step", "exp_avg", "exp_avg_sq"))
+
+
+def test_runs_with_different_step_counts_each_follow_torch_adam():
+    """A run resumed from a checkpoint at another step keeps its own bias corrections."""
+    stack, models = stack_of("vae")
+    xs = [batches(stack.K, seed=i) for i in range(4)]
+    ahead = _torch_adams(models[1])  # run 1 has already taken two steps alone
+    _train_single(models[1], ahead, xs[:2], 7, 1)
+    stack.load_state_dict(1, models[1].state_dict())
+    opt = StackedAdam(stack)
+    opt.load_run_state_dicts(1, [o.state_dict() for o in ahead])
+    assert opt.steps == [0, 2, 0]
+    seeds = (SEEDS[0], 8, SEEDS[2])
+    _train_stack(stack, opt, xs[2:], seeds)
+    _train_single(models[1], ahead, xs[2:], 8, 1)
+    _train_single(models[0], _torch_adams(models[0]), xs[2:], SEEDS[0], 0)
+    for k in (0, 1):
+        assert all(torch.equal(v, stack.state_dict(k)[n]) for n, v in models[k].state_dict().items())
+    assert opt.steps == [2, 4, 2]
+
+
+def test_changing_run_j_leaves_other_runs_updates_bit_identical():
+    results = []
+    for flip in (False, True):
+        stack, _ = stack_of("sbn")
+        opt = StackedAdam(stack)
+        xs = [batches(stack.K, seed=i) for i in range(2)]
+        if flip:
+            for x in xs:
+                x[1] = 1 - x[1]
+        _train_stack(stack, opt, xs, SEEDS)
+        results.append(stack)
+    for n in results[0].params:
+        a, b = results[0].params[n], results[1].params[n]
+        assert torch.equal(a[0], b[0]) and torch.equal(a[2], b[2]) and not torch.equal(a[1], b[1])
+
+
+def test_select_keeps_the_chosen_runs_state():
+    stack, _ = stack_of("vae")
+    opt = StackedAdam(stack)
+    _train_stack(stack, opt, [batches(stack.K)], SEEDS)
+    sub = stack.select([2, 0])
+    sub_opt = opt.select([2, 0], sub)
+    assert sub_opt.steps == [1, 1]
+    assert torch.equal(sub_opt.exp_avg["encoder.0.weight"][0], opt.exp_avg["encoder.0.weight"][2])
+
+
+def test_bad_arguments_are_named():
+    stack, _ = stack_of("vae")
+    with pytest.raises(ValueError, match="lr must be"):
+        StackedAdam(stack, lr=0.0)
+    with pytest.raises(ValueError, match="two Adam state dicts"):
+        StackedAdam(stack).load_run_state_dicts(0, [{}])
