@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.names or DATASETS:
         status, detail = check_dataset(name, args.root, args.download)
         bad += status != "ok"
+        detail = detail.replace("\n", "\n" + " " * 8)  # a multi-line message stays under its dataset
         print(f"{status:<8}{name}: {detail}", file=sys.stdout if status == "ok" else sys.stderr, flush=True)
     total = len(args.names or DATASETS)
     print(f"{total - bad} of {total} datasets ok")

@@ -30,7 +30,7 @@ _META = "__meta__"
 
 def cache_path(name: str) -> Path:
     """Where the arrays cached under ``name`` live."""
-    return cache_dir() / "arrays" / f"{name}.v{CACHE_FORMAT}.npz"
+    return cache_dir() / "arrays" / f"{name}.format{CACHE_FORMAT}.npz"
 
 
 def _digest(array: np.ndarray) -> str:

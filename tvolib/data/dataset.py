@@ -28,9 +28,12 @@ import torch
 from .files import data_root, download_enabled
 from .sources import locate_binarized_mnist, read_binarized_mnist, read_mnist_like, read_omniglot, seeded_generator
 
-__all__ = ["DATASETS", "LABELS", "BinaryImageData", "load_dataset"]
+__all__ = ["DATASETS", "SIZES", "LABELS", "BinaryImageData", "load_dataset"]
 
 DATASETS = ("mnist", "fashion_mnist", "binarized_mnist", "omniglot")
+#: Full (train, test) sizes of each dataset (App. C.3).
+SIZES = {"mnist": (60_000, 10_000), "fashion_mnist": (60_000, 10_000), "binarized_mnist": (50_000, 10_000),
+         "omniglot": (23_000, 8_070)}
 #: Names shown in figures and tables.
 LABELS = {
     "mnist": "MNIST",
@@ -151,9 +154,9 @@ def load_dataset(
     seed = _check_int(seed, "seed", 0)
     dataset_seed = _check_int(dataset_seed, "dataset_seed", 0)
     download_enabled(download)  # rejects a non-bool early
-    for value, what in ((n_train, "n_train"), (n_test, "n_test")):
-        if value is not None:  # the upper bound is checked once the full size is known
-            _check_int(value, f"{what} (subset size)", 1)
+    for value, what, full in zip((n_train, n_test), ("n_train", "n_test"), SIZES[name]):
+        if value is not None:  # before any file is read
+            _check_int(value, f"{what} (subset size)", 1, full)
     base = data_root(root)
 
     # Raw arrays first; the training subset is taken before the float conversion (run start-up cost).
