@@ -1,4 +1,10 @@
-"""Shared test settings and fixtures: the dataset mirror the tests read, and hypothesis settings."""
+"""Shared test settings and fixtures: the data root the tests read, the published grammar, hypothesis.
+
+The data root is the library's own setting, :func:`tvolib.data.data_root`: ``$TVOLIB_DATA`` if set
+(CI and ``make test`` pass the offline mirror there), else the library default
+``~/.cache/tvolib/data`` (where ``make data`` / ``python -m tvolib.data --download`` put the
+files). Tests never name an absolute path or a folder outside the repository.
+"""
 from __future__ import annotations
 
 import os
@@ -7,23 +13,39 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tvolib.data import data_root as library_data_root
+
 # No per-example deadline (CI shares 2 cores; speed goals live in benchmarks/) and derandomised
 # examples, so a CI run is reproducible.
 settings.register_profile("tvolib", deadline=None, derandomize=True)
 settings.load_profile("tvolib")
 
-REPO = Path(__file__).resolve().parent.parent
+#: Folders every dataset test needs under the data root.
+DATASET_FOLDERS = ("MNIST/raw", "FashionMNIST/raw", "binarized_mnist", "omniglot")
 
 
 @pytest.fixture(scope="session")
 def data_root() -> Path:
-    """The offline dataset mirror: ``$TVOLIB_DATA`` if set, else ``<repo>/../shared/data``.
+    """The data root: ``$TVOLIB_DATA``, else the library default (``~/.cache/tvolib/data``).
 
-    A missing mirror fails loudly (never a skip): CI must run the data tests against real files.
+    Missing dataset folders fail loudly (never a skip): the data tests must read real files.
     """
-    root = Path(os.environ.get("TVOLIB_DATA") or REPO.parent / "shared" / "data").expanduser().resolve()
-    if not (root.is_dir() and any(root.iterdir())):
-        pytest.fail(f"dataset mirror not found at {root}: set TVOLIB_DATA to the folder holding "
-                    "MNIST/, FashionMNIST/, binarized_mnist/ and omniglot/ (see README, 'Data')",
-                    pytrace=False)
+    root = library_data_root().resolve()
+    missing = [folder for folder in DATASET_FOLDERS if not (root / folder).is_dir()]
+    if missing:
+        origin = "TVOLIB_DATA" if os.environ.get("TVOLIB_DATA") else "the default data root (TVOLIB_DATA is unset)"
+        pytest.fail(f"datasets not found under {root} ({origin}): missing {', '.join(missing)}. Set TVOLIB_DATA "
+                    "to a folder holding MNIST/, FashionMNIST/, binarized_mnist/ and omniglot/ (e.g. an offline "
+                    "mirror), or download them there with `python -m tvolib.data --download`.", pytrace=False)
     return root
+
+
+@pytest.fixture(scope="session")
+def grammar_path(data_root: Path) -> Path:
+    """The published "Astronomers" grammar as provided with the data (``pcfgs/astronomers.json``),
+    to compare with the packaged copy ``tvolib/grammars/astronomers.json``; fails loudly if absent."""
+    path = data_root / "pcfgs" / "astronomers.json"
+    if not path.is_file():
+        pytest.fail(f"published grammar not found at {path}: the data root must hold pcfgs/astronomers.json "
+                    "(the offline mirror does)", pytrace=False)
+    return path

@@ -25,12 +25,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .files import data_root
+from .files import data_root, download_enabled
 from .sources import locate_binarized_mnist, read_binarized_mnist, read_mnist_like, read_omniglot, seeded_generator
 
-__all__ = ["DATASETS", "LABELS", "BinaryImageData", "load_dataset"]
+__all__ = ["DATASETS", "SIZES", "LABELS", "BinaryImageData", "load_dataset"]
 
 DATASETS = ("mnist", "fashion_mnist", "binarized_mnist", "omniglot")
+#: Full (train, test) sizes of each dataset (App. C.3).
+SIZES = {"mnist": (60_000, 10_000), "fashion_mnist": (60_000, 10_000), "binarized_mnist": (50_000, 10_000),
+         "omniglot": (23_000, 8_070)}
 #: Names shown in figures and tables.
 LABELS = {
     "mnist": "MNIST",
@@ -120,19 +123,40 @@ def load_dataset(
     dataset_seed: int = 0,
     download: bool | None = None,
 ) -> BinaryImageData:
-    """Load dataset ``name`` (one of :data:`DATASETS`) from the data root as :class:`BinaryImageData`.
+    """Load dataset ``name`` from the data root as :class:`BinaryImageData`.
 
-    ``n_train`` / ``n_test``: seeded random subsets (1..full size; ``None`` = all), drawn with
-    ``seed``. ``dataset_seed`` fixes what belongs to the dataset itself (test binarization,
-    Omniglot's split and one-off binarization) and should stay at its default to compare runs.
-    ``download``: fetch missing files from the canonical URLs (default: ``TVOLIB_DOWNLOAD=1``).
-    Raises :class:`~tvolib.data.DatasetNotFoundError` for missing files and
-    :class:`~tvolib.data.ChecksumError` for corrupt ones.
+    Args:
+        name: one of :data:`DATASETS`.
+        root: the data root (default: ``$TVOLIB_DATA``, else ``~/.cache/tvolib/data``).
+        n_train, n_test: sizes of seeded random subsets (1..full size; ``None`` = all), drawn
+            with ``seed``.
+        seed: the subset draw's seed (>= 0).
+        dataset_seed: fixes what belongs to the dataset itself (test binarization, Omniglot's
+            split and one-off binarization); keep the default to compare runs.
+        download: fetch missing files from the canonical URLs (default: ``TVOLIB_DOWNLOAD=1``).
+
+    Returns:
+        The dataset as float32 CPU tensors.
+
+    Raises:
+        DatasetNotFoundError: files are missing (the message lists them and how to provide them).
+        CorruptFileError: a file is damaged; :class:`ChecksumError` if its content is not the
+            canonical one. The message names the file and what to do.
+        ValueError, TypeError: a bad argument (the message names it and what is accepted).
+
+    Example:
+        >>> data = load_dataset("binarized_mnist", n_train=1000, n_test=500)  # doctest: +SKIP
+        >>> data.train.shape, data.dynamic_binarization
+        (torch.Size([1000, 784]), False)
     """
-    if name not in DATASETS:
+    if not isinstance(name, str) or name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; accepted names: {', '.join(DATASETS)}")
     seed = _check_int(seed, "seed", 0)
     dataset_seed = _check_int(dataset_seed, "dataset_seed", 0)
+    download_enabled(download)  # rejects a non-bool early
+    for value, what, full in zip((n_train, n_test), ("n_train", "n_test"), SIZES[name]):
+        if value is not None:  # before any file is read
+            _check_int(value, f"{what} (subset size)", 1, full)
     base = data_root(root)
 
     # Raw arrays first; the training subset is taken before the float conversion (run start-up cost).

@@ -5,7 +5,6 @@ subsets, binarization of grey levels and tensors are the job of :mod:`tvolib.dat
 """
 from __future__ import annotations
 
-import hashlib
 import urllib.error
 import warnings
 from pathlib import Path
@@ -13,26 +12,27 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .cache import cache_load, cache_save
 from .files import (
     SHA256,
+    CorruptFileError,
     DatasetNotFoundError,
-    cache_load,
-    cache_save,
-    check_digest,
     download_enabled,
     download_file,
-    known_sha256,
     read_bytes,
-    sha256_of,
+    verify_content,
     verify_file,
 )
 
 __all__ = ["read_mnist_like", "read_binarized_mnist", "locate_binarized_mnist", "read_omniglot", "seeded_generator",
-           "BINARIZED_MNIST_URL", "CHARDATA_URL", "OMNIGLOT_SIZES"]
+           "parse_amat", "area_resize_28", "BINARIZED_MNIST_URL", "CHARDATA_URL", "BINARIZED_MNIST_SIZES",
+           "OMNIGLOT_SIZES"]
 
 BINARIZED_MNIST_URL = "http://www.cs.toronto.edu/~larocheh/public/datasets/binarized_mnist/binarized_mnist_{split}.amat"
 CHARDATA_URL = "https://raw.githubusercontent.com/yburda/iwae/master/datasets/OMNIGLOT/chardata.mat"
 
+#: Images per split of Larochelle & Murray's binarized MNIST.
+BINARIZED_MNIST_SIZES = {"train": 50_000, "valid": 10_000, "test": 10_000}
 #: Omniglot split of the paper (App. C.3, following Burda et al.): 24,345 training images of which
 #: 1,345 are held out (seeded), leaving 23,000 train; 8,070 test.
 OMNIGLOT_SIZES = {"pool": 24_345, "train": 23_000, "test": 8_070}
@@ -55,7 +55,7 @@ def _missing(dataset: str, root: Path, expected: list, how: str) -> DatasetNotFo
     return DatasetNotFoundError(
         f"dataset {dataset!r} not found under data root {root}. Expected files:\n{listing}\n"
         f"To provide them: point the data root (the `root` argument or TVOLIB_DATA) at a folder "
-        f"that holds them (e.g. the offline mirror ../shared/data), or {how}."
+        f"that holds them (e.g. an offline mirror), or {how}."
     )
 
 
@@ -141,20 +141,16 @@ def read_binarized_mnist(split: str, root: Path, download: bool | None = None) -
     """
     expected = SHA256[f"binarized_mnist/binarized_mnist_{split}.amat"]
     path = locate_binarized_mnist(root, (split,), download)[split]
+    verify_file(path, expected)
 
-    content = None
-    actual = known_sha256(path)
-    if actual is None:  # first sight of this file: hash the bytes we are about to parse anyway
-        content = read_bytes(path)
-        actual = hashlib.sha256(content).hexdigest()
-    check_digest(path, expected, actual)
-
-    cache_name = f"binarized_mnist_{split}_{expected[:16]}"
-    cached = cache_load(cache_name)
+    cache_name, rows = f"binarized_mnist_{split}_{expected[:16]}", BINARIZED_MNIST_SIZES[split]
+    cached = cache_load(cache_name, source=expected, shapes={"bits": (rows, 98)})
     if cached is not None:
         return np.unpackbits(cached["bits"], axis=1, count=784)
-    images = parse_amat(content if content is not None else read_bytes(path))
-    cache_save(cache_name, bits=np.packbits(images, axis=1))
+    content = read_bytes(path)
+    verify_content(path, expected, content)  # the very bytes parsed below
+    images = parse_amat(content)
+    cache_save(cache_name, source=expected, bits=np.packbits(images, axis=1))
     return images
 
 
@@ -167,13 +163,18 @@ def _chardata_images(matrix: np.ndarray) -> np.ndarray:
 
 def _read_chardata(path: Path):
     """Burda et al.'s 28x28 Omniglot: grey levels in [0, 1], alphabet labels."""
+    # scipy.io takes ~0.5 s to import and only this optional file needs it.
     from scipy.io import loadmat
+    from scipy.io.matlab import MatReadError
 
-    mat = loadmat(path)
-    train, test = _chardata_images(mat["data"]), _chardata_images(mat["testdata"])
+    try:
+        mat = loadmat(path)
+        train, test = _chardata_images(mat["data"]), _chardata_images(mat["testdata"])
+    except (MatReadError, ValueError, OSError, EOFError, KeyError) as err:
+        raise CorruptFileError(path, f"not readable as Burda et al.'s chardata.mat ({type(err).__name__}: {err})") from err
     if (len(train), len(test)) != (OMNIGLOT_SIZES["pool"], OMNIGLOT_SIZES["test"]):
-        raise ValueError(f"{path}: expected {OMNIGLOT_SIZES['pool']} training and "
-                         f"{OMNIGLOT_SIZES['test']} test images, found {len(train)} and {len(test)}")
+        raise CorruptFileError(path, f"expected {OMNIGLOT_SIZES['pool']} training and {OMNIGLOT_SIZES['test']} "
+                                     f"test images, found {len(train)} and {len(test)}")
     labels = [mat[k].argmax(axis=0).astype(np.int64) if k in mat else np.full(n, -1, np.int64)
               for k, n in (("target", len(train)), ("testtarget", len(test)))]
     return train.astype(np.float32), labels[0], test.astype(np.float32), labels[1]
@@ -217,6 +218,29 @@ def _split_and_binarize(grey_pool, labels_pool, grey_test, labels_test, seed: in
     return train, labels_train, test, labels_test
 
 
+def _omniglot_files(root: Path, download: bool | None) -> tuple[bool, list[Path], list[str]]:
+    """Which Omniglot files to use: ``(derived, paths, sha256s)``, downloading chardata.mat if allowed.
+
+    The SHA256s are of the files' content: verified against :data:`SHA256`, or only computed for
+    ``chardata.mat``, which has no published checksum.
+    """
+    chardata = root / "omniglot" / "chardata.mat"
+    npz = [root / "omniglot" / "images_background.npz", root / "omniglot" / "images_evaluation.npz"]
+    if not chardata.exists() and download_enabled(download):
+        try:
+            download_file(CHARDATA_URL, chardata, None, dataset="omniglot")
+        except DatasetNotFoundError as err:
+            if not all(p.exists() for p in npz):
+                raise
+            warnings.warn(f"{err}; falling back to the derived 28x28 Omniglot", stacklevel=4)
+    if chardata.exists():
+        return False, [chardata], [verify_file(chardata, None)]
+    if all(p.exists() for p in npz):
+        return True, npz, [verify_file(path, SHA256[f"omniglot/{path.name}"]) for path in npz]
+    raise _missing("omniglot", root, [chardata, *npz],
+                   "provide chardata.mat (or both .npz files), or " + _allow_download_hint(CHARDATA_URL))
+
+
 def read_omniglot(root: Path, seed: int, download: bool | None = None):
     """Binarized 28x28 Omniglot: ``(train, train_labels, test, test_labels, derived)``.
 
@@ -228,48 +252,26 @@ def read_omniglot(root: Path, seed: int, download: bool | None = None):
     45 are unused), so sizes match the paper. Either way the images are binarized once by a seeded
     Bernoulli draw (as Burda et al. did), and the result is cached per ``seed``.
     """
-    chardata = root / "omniglot" / "chardata.mat"
-    npz = [root / "omniglot" / "images_background.npz", root / "omniglot" / "images_evaluation.npz"]
-    if not chardata.exists() and download_enabled(download):
-        try:
-            download_file(CHARDATA_URL, chardata, None, dataset="omniglot")
-        except DatasetNotFoundError as err:
-            if not all(p.exists() for p in npz):
-                raise
-            warnings.warn(f"{err}; falling back to the derived 28x28 Omniglot", stacklevel=3)
-
-    if chardata.exists():
-        identity = known_sha256(chardata)
-        if identity is None:
-            identity = sha256_of(chardata)
-            check_digest(chardata, None, identity)
-        cache_name = f"omniglot_chardata_{identity[:16]}_seed{seed}_v{_DERIVATION_VERSION}"
-        derived = False
-    elif all(p.exists() for p in npz):
-        for path in npz:
-            verify_file(path, SHA256[f"omniglot/{path.name}"])
-        ids = "".join(SHA256[f"omniglot/{p.name}"][:8] for p in npz)
-        cache_name = f"omniglot_derived28_{ids}_seed{seed}_v{_DERIVATION_VERSION}"
-        derived = True
-    else:
-        raise _missing("omniglot", root, [chardata, *npz],
-                       "provide chardata.mat (or both .npz files), or "
-                       + _allow_download_hint(CHARDATA_URL))
-
-    cached = cache_load(cache_name)
+    derived, paths, hashes = _omniglot_files(root, download)
+    stem = "derived28_" + "".join(h[:8] for h in hashes) if derived else f"chardata_{hashes[0][:16]}"
+    cache_name = f"omniglot_{stem}_seed{seed}_v{_DERIVATION_VERSION}"
+    source = f"{stem.split('_')[0]}:{'+'.join(hashes)}:seed={seed}:v{_DERIVATION_VERSION}"
+    n_train, n_test = OMNIGLOT_SIZES["train"], OMNIGLOT_SIZES["test"]
+    shapes = {"train": (n_train, 98), "train_labels": (n_train,), "test": (n_test, 98), "test_labels": (n_test,)}
+    cached = cache_load(cache_name, source=source, shapes=shapes)
     if cached is not None:
         unpack = lambda bits: np.unpackbits(bits, axis=1, count=784)  # noqa: E731
         return (unpack(cached["train"]), cached["train_labels"], unpack(cached["test"]),
                 cached["test_labels"], derived)
     if derived:
-        grey, labels = _read_derived(*npz)
+        grey, labels = _read_derived(*paths)
         order = torch.randperm(len(grey), generator=seeded_generator(seed, 12)).numpy()
         pool = np.sort(order[:OMNIGLOT_SIZES["pool"]])
-        test = np.sort(order[OMNIGLOT_SIZES["pool"]:OMNIGLOT_SIZES["pool"] + OMNIGLOT_SIZES["test"]])
+        test = np.sort(order[OMNIGLOT_SIZES["pool"]:OMNIGLOT_SIZES["pool"] + n_test])
         parts = (grey[pool], labels[pool], grey[test], labels[test])
     else:
-        parts = _read_chardata(chardata)
+        parts = _read_chardata(paths[0])
     train, train_labels, test, test_labels = _split_and_binarize(*parts, seed)
-    cache_save(cache_name, train=np.packbits(train, axis=1), train_labels=train_labels,
+    cache_save(cache_name, source=source, train=np.packbits(train, axis=1), train_labels=train_labels,
                test=np.packbits(test, axis=1), test_labels=test_labels)
     return train, train_labels, test, test_labels, derived
