@@ -150,7 +150,7 @@ class SubmititRun(submitit.helpers.Checkpointable):
 def _record_failure(config: Any, root: Path, message: str) -> None:
     """Write ``error.txt`` for a job that died without writing one, so that ``status`` shows it."""
     error = run_dir(config, root) / ERROR_FILE
-    if error.parent.is_dir() and not error.exists():
+    if not error.parent.is_file() and not error.exists():
         atomic_write(error, lambda f: f.write(message + "\n"), "w")
 
 

@@ -241,7 +241,7 @@ def wait_for_jobs(jobs: Sequence[Any], configs: Sequence[Any], results_root: str
 
     ``jobs`` are submitit jobs (``job_id``, ``paths.result_pickle``, ``paths.stderr``) in the order
     of ``configs``. A task that stays ``lost`` for ``lost_after_s`` seconds counts as failed (killed,
-    cancelled or out of memory before writing anything); its detail names its log file.
+    cancelled or out of memory before writing anything). A failed task's detail names its log file.
     """
     pending = {job.job_id: (job, config) for job, config in zip(jobs, configs)}
     lost_since: dict[str, float] = {}
@@ -254,9 +254,10 @@ def wait_for_jobs(jobs: Sequence[Any], configs: Sequence[Any], results_root: str
             if state.state == "lost":
                 if now - lost_since.setdefault(job_id, now) < lost_after_s:
                     continue
-                state = JobState("failed", f"job {job_id} ended without a result (killed, cancelled or out of "
-                                           f"memory?); log: {job.paths.stderr}")
+                state = JobState("failed", "ended without a result (killed, cancelled or out of memory?)")
             lost_since.pop(job_id, None)
+            if state.state == "failed":
+                state = JobState("failed", f"{state.detail} (log: {job.paths.stderr})")
             if state.state in ("done", "failed"):
                 final[job_id] = state
                 del pending[job_id]
