@@ -48,13 +48,18 @@ def check_device(device: str | None, *, here: bool = True) -> None:
         return
     try:
         dev = torch.device(device)
-        if dev.type not in ("cpu", "cuda"):
-            raise ValueError(f"device type {dev.type!r} is not supported")
-        if here:
-            resolve_device(dev)
-    except (RuntimeError, ValueError) as e:
-        raise ValueError(f"device={device!r} cannot be used ({str(e).splitlines()[0]}); accepted: 'cpu', "
-                         f"'cuda' or 'cuda:N' where CUDA is available") from None
+    except RuntimeError:
+        reason = "not a torch device name"
+    else:
+        reason = "" if dev.type in ("cpu", "cuda") else f"device type {dev.type!r} is not supported"
+        if not reason and here:
+            try:
+                resolve_device(dev)
+            except ValueError as e:
+                reason = str(e).splitlines()[0]
+    if reason:
+        raise ValueError(f"device={device!r} cannot be used ({reason}); accepted: 'cpu', 'cuda' or 'cuda:N' "
+                         f"where CUDA is available")
 
 
 # --------------------------------------------------------------------------------------------
