@@ -12,7 +12,6 @@ import pytest
 from tvolib import runs
 from tvolib.__main__ import main
 from tvolib.runs import kinds
-from tvolib.train import RunConfig
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "runs"))

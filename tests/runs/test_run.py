@@ -2,24 +2,20 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from fake_trainer import FAIL_ENV, calls, cfg, fake_train, root  # noqa: F401 - root is a fixture
-from tvolib import runs
+from tvolib import pcfg, runs, train
 from tvolib.checkpoint import atomic_write
 from tvolib.runs import kinds, run as run_module, store
 from tvolib.runs.store import RunFolderError
 
 
 def test_registry_maps_kinds_to_classes_and_trainers():
-    from tvolib import pcfg, train
-
     assert runs.get_kind("tvo").config_class is train.RunConfig and runs.get_kind("tvo").train is train.train
     assert runs.get_kind("pcfg").config_class is pcfg.PCFGConfig
     assert runs.get_kind("pcfg").load_model is pcfg.load_model
@@ -155,27 +151,24 @@ def test_unwritable_results_root_rejected_before_training(tmp_path):
 
 
 def test_second_process_on_the_same_folder_is_refused(root, tmp_path):
-    """A child process holds the lock while this one tries the same run."""
+    """A child process holds the folder's lock file (as a running ``run_one`` does) meanwhile this one tries."""
     c = cfg()
     folder = runs.run_dir(c, root)
+    folder.mkdir(parents=True)
     script = tmp_path / "hold.py"
     script.write_text(textwrap.dedent(f"""
-        import sys, time
-        from pathlib import Path
-        from tvolib.runs import run
-        folder = Path({str(folder)!r}); folder.mkdir(parents=True)
-        with run._locked(folder):
+        import fcntl, sys
+        with open({str(folder / run_module.LOCK_FILE)!r}, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
             print("locked", flush=True)
             sys.stdin.readline()
     """))
-    repo = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
-    child = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                             env=env)
+    child = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "locked"
         with pytest.raises(runs.RunLockedError, match=f"run folder {folder} is in use by another process"):
             runs.run_one(c, results_root=root, train_fn=fake_train)
+        assert calls(c, root) == 0
     finally:
         child.communicate("done\n", timeout=60)
     runs.run_one(c, results_root=root, train_fn=fake_train)  # free again once the other process ended

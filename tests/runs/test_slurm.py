@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import submitit
 
-from fake_trainer import cfg, fake_train, root, run  # noqa: F401 - root is a fixture
+from fake_trainer import cfg, root, run  # noqa: F401 - root is a fixture
 from tvolib import runs
 from tvolib.runs.slurm import (
     SLURM_ENV, JobState, SlurmOptions, job_state, parse_sbatch_flags, quiet_sacct, squeue_states, wait_for_jobs,

@@ -11,7 +11,7 @@ import sys
 import pytest
 from hypothesis import given, strategies as st
 
-from fake_trainer import cfg, fake_train, root, run  # noqa: F401 - root is a fixture
+from fake_trainer import cfg, root, run  # noqa: F401 - root is a fixture
 from tvolib import runs
 from tvolib.runs import store
 from tvolib.runs.store import RunFolderError
