@@ -38,7 +38,7 @@ _SLURM_FLAGS: dict[str, tuple[str, type, str]] = {
     "--slurm-gpus": ("gpus_per_task", int, "GPUs per job"),
     "--slurm-array-parallelism": ("array_parallelism", int, "at most this many jobs of the array at once"),
     "--slurm-account": ("account", str, "account (sbatch --account)"),
-    "--slurm-extra": ("extra", str, "further sbatch flags, e.g. '--qos=high --constraint=v100'"),
+    "--slurm-extra": ("extra", str, "further sbatch flags, written with '=': --slurm-extra='--qos=high --exclusive'"),
     "--slurm-log-folder": ("log_folder", str, "job scripts and logs (default <results>/submitit)"),
 }
 
