@@ -1,0 +1,200 @@
+"""Run folders: names, config records, and the verification that decides what counts as done."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, strategies as st
+
+from fake_trainer import cfg, root, run  # noqa: F401 - root is a fixture
+from tvolib import runs
+from tvolib.runs import store
+from tvolib.runs.store import RunFolderError
+from tvolib.train import RunConfig
+
+
+def _perturb(value):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value * 1.5
+    if isinstance(value, str):
+        return value + "_x"
+    if value is None:
+        return 7
+    if isinstance(value, tuple):
+        return value + (("zz_extra", 1),)
+    raise AssertionError(f"no perturbation for {value!r}")
+
+
+def test_digest_sensitive_to_every_field():
+    base = cfg()
+    seen = {base.digest()}
+    for f in dataclasses.fields(RunConfig):
+        changed = dataclasses.replace(base, **{f.name: _perturb(getattr(base, f.name))})
+        assert changed.digest() not in seen, f"digest ignores field {f.name}"
+        seen.add(changed.digest())
+        assert runs.run_dir(changed) != runs.run_dir(base)
+
+
+def test_digest_stable_across_processes_and_spellings():
+    a = cfg(schedule="gp_bandit", schedule_options={"b": 1, "a": (1, 2)})
+    b = RunConfig.from_dict(json.loads(json.dumps(a.to_dict())))
+    assert a == b and a.digest() == b.digest() and len(a.digest()) == 12
+    code = ("import json,sys; from tvolib.train import RunConfig; "
+            "print(RunConfig.from_dict(json.loads(sys.argv[1])).digest())")
+    env = {**os.environ, "PYTHONHASHSEED": "123"}
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(a.to_dict())], capture_output=True, text=True,
+                         env=env, check=True, timeout=120)
+    assert out.stdout.strip() == a.digest()
+
+
+def test_committed_digest_unchanged():
+    """A config of the committed results keeps its folder name (cached runs still resolve)."""
+    c = RunConfig(model="vae", dataset="mnist", S=10, batch_size=50, d=2, data_seed=0, epochs=60, eval_S=300,
+                  eval_every=20, log_beta1=0.025, lr=0.001, n_test=300, n_train=1000, objective="tvo",
+                  schedule="moments", seed=0)
+    record = store.config_record(c)
+    assert store.config_from_dict(json.loads(json.dumps(record))) == c
+    assert runs.config_digest(c) == f"tvo-{c.digest()}"
+
+
+def test_run_dir_layout_and_kinds_never_share_a_folder(tmp_path):
+    c = cfg()
+    assert runs.run_dir(c, tmp_path) == tmp_path / f"tvo-{c.digest()}"
+
+    @dataclasses.dataclass(frozen=True)
+    class Other:  # same to_dict and digest, another kind
+        kind = "pcfg"
+        inner: RunConfig
+
+        def to_dict(self):
+            return self.inner.to_dict()
+
+        def digest(self):
+            return self.inner.digest()
+
+        def validate(self):
+            return self
+
+    assert runs.run_dir(Other(c), tmp_path) != runs.run_dir(c, tmp_path)
+
+
+@given(seed=st.integers(0, 2**31 - 1), d=st.integers(2, 50), schedule=st.sampled_from(["log", "linear", "moments"]))
+def test_config_record_round_trip(seed, d, schedule):
+    c = cfg(seed=seed, d=d, schedule=schedule)
+    assert store.config_from_dict(json.loads(json.dumps(store.config_record(c)))) == c
+    assert store.config_from_dict(c.to_dict()) == c
+
+
+def test_config_from_dict_rejects_bad_records(tmp_path):
+    with pytest.raises(ValueError, match="unknown config kind 'nope'.*tvo, pcfg"):
+        store.config_from_dict({"kind": "nope", "config": {}})
+    with pytest.raises(ValueError, match="unknown RunConfig fields"):
+        store.config_from_dict({"model": "vae", "colour": "red"})
+    with pytest.raises(ValueError, match="JSON object"):
+        store.config_from_dict([1, 2])
+    (tmp_path / "bad.json").write_text("{oops")
+    with pytest.raises(ValueError, match=r"bad\.json is not valid JSON"):
+        store.load_config(tmp_path / "bad.json")
+    with pytest.raises(FileNotFoundError, match="no config file"):
+        store.load_config(tmp_path / "absent.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification of complete runs
+# ---------------------------------------------------------------------------------------------
+
+def _done(root, **changes):
+    c = cfg(**changes)
+    run([c], root)
+    assert runs.run_status(c, root) == "done"
+    return c, runs.run_dir(c, root)
+
+
+@pytest.mark.parametrize("content, status, reason", [
+    ("{}", "corrupt", r"final\.json lacks the keys \['kind', 'digest', 'epochs'\]"),
+    ('{"test_log_px": -10', "corrupt", r"final\.json is not valid JSON"),
+    ("[1, 2]", "corrupt", r"final\.json is not a JSON object"),
+    (b"\xff\xfe\x00", "corrupt", r"final\.json is not valid JSON"),
+])
+def test_damaged_final_json_is_not_done(root, content, status, reason):
+    c, folder = _done(root)
+    final = folder / "final.json"
+    final.write_bytes(content if isinstance(content, bytes) else content.encode())
+    state = runs.inspect_run(c, root)
+    assert state.status == status and re.search(reason, state.reason), state.reason
+    with pytest.raises(RunFolderError, match=f"run folder {folder} is {status}") as info:
+        runs.load_final(c, root)
+    assert "Delete the folder" in str(info.value) and "--repair" in str(info.value)
+    assert info.value.problems == [(folder, status, state.reason)]
+
+
+def test_another_configs_final_json_is_foreign(root):
+    a, folder_a = _done(root, seed=0)
+    b, folder_b = _done(root, seed=1)
+    (folder_b / "final.json").write_text((folder_a / "final.json").read_text())
+    state = runs.inspect_run(b, root)
+    assert state.status == "foreign" and f"belongs to run tvo-{a.digest()}" in state.reason
+    with pytest.raises(RunFolderError, match="foreign"):
+        runs.results_frame([b], root)  # never reports a's test log p(x) as b's
+    assert runs.results_frame([a], root)["test_log_px"].tolist() == [-103.0]
+
+
+def test_folder_holding_another_config_is_foreign_or_corrupt(root):
+    a, folder_a = _done(root, seed=0)
+    b = cfg(seed=1)
+    folder_b = runs.run_dir(b, root)
+    folder_b.mkdir(parents=True)
+    (folder_b / "config.json").write_text((folder_a / "config.json").read_text())
+    assert runs.inspect_run(b, root) == store.RunState(
+        "foreign", f"config.json holds another config (tvo-{a.digest()}), not tvo-{b.digest()}")
+    (folder_b / "config.json").write_text("{not json")
+    assert runs.inspect_run(b, root).status == "corrupt"
+    folder_b.rename(root / "elsewhere")
+    folder_b.write_text("a file where the folder should be")
+    assert runs.inspect_run(b, root) == store.RunState("corrupt", "the path is a file, not a folder")
+
+
+def test_done_needs_the_history_files(root):
+    c, folder = _done(root)
+    (folder / "history.csv").unlink()
+    state = runs.inspect_run(c, root)
+    assert state.status == "corrupt" and "history.csv is missing" in state.reason
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\x00\xff\xfe garbage", b"epoch,loss\n1,0.5\n2,0.4,extra,cells\n"])
+@pytest.mark.parametrize("name, loader", [("history.csv", runs.load_history),
+                                          ("schedule_history.csv", runs.load_schedule_history)])
+def test_corrupt_history_error_names_the_file(root, content, name, loader):
+    c, folder = _done(root)
+    (folder / name).write_bytes(content)
+    with pytest.raises(RunFolderError, match=f"{folder / name} cannot be parsed"):
+        loader(c, root)
+
+
+def test_clear_run_keeps_checkpoint_when_config_is_right(root):
+    c, folder = _done(root)
+    (folder / "final.json").write_text("{}")
+    store.clear_run(c, root)
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
+        "checkpoint.pt", "config.json", "fake_calls.log", "model.pt"]
+    (folder / "config.json").write_text("{}")
+    store.clear_run(c, root)
+    assert not folder.exists()
+
+
+def test_check_writable_names_the_folder(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(PermissionError, match=f"cannot write in {blocker / 'sub'}"):
+        store.check_writable(blocker / "sub")
+    store.check_writable(tmp_path / "new" / "deep")
+    assert (tmp_path / "new" / "deep").is_dir()

@@ -1,0 +1,303 @@
+"""Running a sweep into the store: in this process, a local process pool, submitit or Slurm.
+
+Executors (argument ``executor``, else ``$TVOLIB_EXECUTOR``, else ``"local"``):
+
+- ``local``: a process pool (spawn context, one torch thread per worker) of ``max_workers``
+  processes (default ``$TVOLIB_MAX_WORKERS`` or the CPU count); with one worker (or one run) the
+  runs execute in this process, which is simpler to debug.
+- ``slurm``: one submitit job array per sweep; every task is a :class:`SubmititRun`, which submitit
+  requeues on timeout or preemption and which then resumes from the run's checkpoint. Options:
+  :class:`tvolib.runs.slurm.SlurmOptions`; job state is read without ``sacct``.
+- ``submitit-local`` / ``debug``: the same submitit path with submitit's local (subprocesses) or
+  debug (in process) executors, to test it without a cluster.
+
+A failed run does not stop the others; :func:`run_configs` raises :class:`RunFailedError` at the
+end, naming each failed run and its error.
+"""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+import submitit
+import torch
+from tqdm.auto import tqdm
+
+from tvolib import paths
+from tvolib.checkpoint import atomic_write
+from tvolib.profiles import estimate_seconds
+from tvolib.runs.plan import default_workers, format_plan, plan
+from tvolib.runs.readers import results_frame, unique_configs
+from tvolib.runs.run import TrainArg, check_device, run_one
+from tvolib.runs.slurm import SlurmOptions, quiet_sacct, wait_for_jobs
+from tvolib.runs.store import ERROR_FILE, PROBLEMS, RunFolderError, check_writable, config_digest, run_dir
+
+__all__ = ["EXECUTORS", "RunFailedError", "resolve_executor", "run_configs", "SubmititRun"]
+
+#: Executor names accepted by :func:`run_configs` (and ``$TVOLIB_EXECUTOR``).
+EXECUTORS: tuple[str, ...] = ("local", "slurm", "submitit-local", "debug")
+
+
+class RunFailedError(RuntimeError):
+    """One or more runs of a sweep failed; ``failures`` maps ``<kind>-<digest>`` to the error text."""
+
+    def __init__(self, failures: Mapping[str, str], results_root: Path | None = None) -> None:
+        self.failures = dict(failures)
+        where = f" (tracebacks in {results_root}/<run>/{ERROR_FILE})" if results_root else ""
+        lines = [f"{len(self.failures)} run(s) failed{where}:"]
+        lines += [f"  {key}: {msg.strip().splitlines()[0] if msg.strip() else msg}" for key, msg in self.failures.items()]
+        super().__init__("\n".join(lines))
+
+
+def resolve_executor(executor: str | None = None) -> str:
+    """``executor``, else ``$TVOLIB_EXECUTOR``, else ``"local"``; a clear ``ValueError`` if unknown."""
+    name = executor or os.environ.get("TVOLIB_EXECUTOR") or "local"
+    key = name.strip().lower().replace("_", "-")
+    if key not in EXECUTORS:
+        raise ValueError(f"unknown executor {name!r}; accepted executors: {', '.join(EXECUTORS)} "
+                         f"(argument 'executor' or $TVOLIB_EXECUTOR)")
+    return key
+
+
+# --------------------------------------------------------------------------------------------
+# Local executors
+# --------------------------------------------------------------------------------------------
+
+def _run_job(config: Any, options: dict[str, Any]) -> tuple[str, str | None]:
+    """Worker entry point: never raises (exceptions may not pickle); returns (run name, error or None)."""
+    name = config_digest(config)
+    try:
+        run_one(config, **options)
+        return name, None
+    except Exception as e:  # noqa: BLE001 - reported by run_configs after the others finish
+        return name, f"{type(e).__name__}: {e}"
+
+
+def _init_worker() -> None:
+    """Pool initializer: one torch thread per worker so that workers do not oversubscribe the cores."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    with contextlib.suppress(RuntimeError):
+        torch.set_num_interop_threads(1)
+
+
+def _progress_bar(total: int, enabled: bool, desc: str) -> Any:
+    return tqdm(total=total, disable=not enabled, desc=desc, unit="run", file=sys.stdout)
+
+
+def _run_in_process(todo: Sequence[Any], options: dict[str, Any], progress: bool) -> dict[str, str]:
+    failures: dict[str, str] = {}
+    with _progress_bar(len(todo), progress, "runs") as bar:
+        for config in todo:
+            name, error = _run_job(config, options)
+            if error is not None:
+                failures[name] = error
+            bar.update(1)
+    return failures
+
+
+def _run_pool(todo: Sequence[Any], options: dict[str, Any], workers: int, progress: bool) -> dict[str, str]:
+    failures: dict[str, str] = {}
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker)
+    try:
+        futures = {pool.submit(_run_job, config, options): config_digest(config) for config in todo}
+        with _progress_bar(len(todo), progress, "runs") as bar:
+            for future in as_completed(futures):
+                try:
+                    name, error = future.result()
+                except Exception as e:  # noqa: BLE001 - a worker died (e.g. out of memory)
+                    name, error = futures[future], f"{type(e).__name__}: {e} (worker process died)"
+                if error is not None:
+                    failures[name] = error
+                bar.update(1)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return failures
+
+
+# --------------------------------------------------------------------------------------------
+# submitit and Slurm
+# --------------------------------------------------------------------------------------------
+
+class SubmititRun(submitit.helpers.Checkpointable):
+    """A submitit job: ``run_one`` with fixed options.
+
+    On timeout or preemption submitit calls :meth:`checkpoint` (inherited from ``Checkpointable``),
+    which requeues this same call; the trainer then resumes from the run's checkpoint, so a long
+    run spans several jobs.
+    """
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = dict(options)
+
+    def __call__(self, config: Any) -> dict[str, Any]:
+        cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
+        if cpus.isdigit():
+            torch.set_num_threads(int(cpus))
+        return run_one(config, **self.options)
+
+
+def _record_failure(config: Any, root: Path, message: str) -> None:
+    """Write ``error.txt`` for a job that died without writing one, so that ``status`` shows it."""
+    error = run_dir(config, root) / ERROR_FILE
+    if not error.parent.is_file() and not error.exists():
+        atomic_write(error, lambda f: f.write(message + "\n"), "w")
+
+
+def _wait_slurm(jobs: Sequence[Any], todo: Sequence[Any], root: Path, submitted_at: float,
+                progress: bool) -> dict[str, str]:
+    """Wait for a Slurm array, reading state from files and squeue (never sacct)."""
+    by_job = {job.job_id: config for job, config in zip(jobs, todo)}
+    failures: dict[str, str] = {}
+    array_id = str(jobs[0].job_id).split("_")[0] if jobs else "?"
+    with _progress_bar(len(jobs), progress, f"slurm array {array_id}") as bar:
+        def finished(job_id: str, state: Any) -> None:
+            if state.state == "failed":
+                config = by_job[job_id]
+                failures[config_digest(config)] = state.detail
+                _record_failure(config, root, f"slurm job {job_id} failed: {state.detail}")
+            bar.update(1)
+
+        wait_for_jobs(jobs, todo, root, submitted_at=submitted_at, on_finished=finished)
+    return failures
+
+
+def _wait_submitit(jobs: Sequence[Any], todo: Sequence[Any], executor: str, progress: bool) -> dict[str, str]:
+    failures: dict[str, str] = {}
+    with _progress_bar(len(jobs), progress, f"runs ({executor})") as bar:
+        for job, config in zip(jobs, todo):
+            try:
+                job.result()
+            except Exception as e:  # noqa: BLE001 - collected and raised after all jobs
+                failures[config_digest(config)] = f"{type(e).__name__}: {e}"
+            bar.update(1)
+    return failures
+
+
+def _run_submitit(todo: Sequence[Any], options: dict[str, Any], executor: str, root: Path, progress: bool,
+                  slurm: SlurmOptions, executor_options: Mapping[str, Any]) -> dict[str, str]:
+    """Submit ``todo`` as one job array and wait for it."""
+    cluster = {"slurm": "slurm", "submitit-local": "local", "debug": "debug"}[executor]
+    folder = Path(slurm.log_folder) if slurm.log_folder else root / "submitit"
+    with quiet_sacct():
+        ex = submitit.AutoExecutor(folder=folder, cluster=cluster)
+        base = slurm.to_submitit() if cluster == "slurm" else {"name": "tvolib", "timeout_min": 60}
+        ex.update_parameters(**{**base, **executor_options})
+        submitted_at = time.time() - 1.0
+        jobs = ex.map_array(SubmititRun(options), list(todo))
+        if cluster != "slurm":
+            return _wait_submitit(jobs, todo, executor, progress)
+        if progress:
+            print(f"[tvolib] submitted {len(jobs)} run(s) as Slurm array {jobs[0].job_id.split('_')[0]} "
+                  f"(at most {slurm.array_parallelism} at once); logs in {folder}", flush=True)
+        return _wait_slurm(jobs, todo, root, submitted_at, progress)
+
+
+# --------------------------------------------------------------------------------------------
+# A sweep
+# --------------------------------------------------------------------------------------------
+
+def _refuse_problems(frame: pd.DataFrame, root: Path) -> None:
+    if not len(frame):
+        return
+    bad = frame[frame["status"].isin(PROBLEMS)]
+    if len(bad):
+        raise RunFolderError([(root / r["run"], r["status"], r["error"]) for _, r in bad.iterrows()])
+
+
+def _slurm_options(slurm: SlurmOptions | Mapping[str, Any] | None) -> SlurmOptions:
+    if isinstance(slurm, SlurmOptions):
+        return slurm
+    return SlurmOptions.from_env(**dict(slurm or {}))
+
+
+def run_configs(
+    configs: Iterable[Any],
+    *,
+    executor: str | None = None,
+    results_root: str | os.PathLike[str] | None = None,
+    data_root: str | os.PathLike[str] | None = None,
+    max_workers: int | None = None,
+    progress: bool = True,
+    device: str | None = None,
+    dry_run: bool = False,
+    repair: bool = False,
+    train_fn: TrainArg = None,
+    slurm: SlurmOptions | Mapping[str, Any] | None = None,
+    executor_options: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Make sure every config has a complete run, then return one row per distinct config.
+
+    Identical configs run once; complete runs are read, never recomputed; partial ones resume.
+    The plan (runs total/cached/partial/new, estimated wall time) is printed first when
+    ``progress`` (or ``dry_run``). Corrupt or foreign folders stop the sweep before anything runs
+    (:class:`RunFolderError` naming them) unless ``repair``.
+
+    Args:
+        configs: run configs (e.g. ``tvolib.sweeps.fig4_vae("quick")``).
+        executor: one of :data:`EXECUTORS` (default ``$TVOLIB_EXECUTOR`` or ``"local"``).
+        results_root: the results folder (default ``$TVOLIB_RESULTS`` or ``<repo>/results``).
+        data_root: the dataset folder (default ``$TVOLIB_DATA``).
+        max_workers: local executor's processes (default ``$TVOLIB_MAX_WORKERS`` or the CPU count).
+        progress: print the plan and a progress bar.
+        device: ``"cpu"``, ``"cuda"`` or ``None`` (CUDA when available).
+        dry_run: print the plan and return the :func:`tvolib.runs.status` frame; run nothing.
+        repair: recompute corrupt or foreign folders.
+        train_fn: a trainer replacing the kinds' (or ``{kind: trainer}``; picklable for process
+            executors), for tests.
+        slurm: :class:`~tvolib.runs.slurm.SlurmOptions` or a mapping of its fields (over the
+            environment's), for ``executor="slurm"``.
+        executor_options: submitit parameters applied last (submitit's names).
+
+    Returns:
+        :func:`tvolib.runs.results_frame`: ``run``, ``kind``, ``digest``, the config's fields and
+        the final metrics.
+
+    Raises:
+        RunFailedError: after all runs finished, if any failed.
+
+    Example:
+        >>> frame = run_configs(sweeps.fig4_vae("smoke"), max_workers=2)  # doctest: +SKIP
+    """
+    name = resolve_executor(executor)
+    root = paths.results_root(results_root)
+    unique = unique_configs(configs)
+    if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1):
+        raise ValueError(f"max_workers must be a positive int or None, got {max_workers!r}")
+    check_device(device, here=name in ("local", "debug"))
+    slurm_options = _slurm_options(slurm)
+    workers = max_workers or default_workers()
+    p = plan(unique, results_root=root, workers=workers)
+    if progress or dry_run:
+        print(format_plan(p, name), flush=True)
+    if dry_run:
+        return p["status"]
+    if not repair:
+        _refuse_problems(p["status"], root)
+    frame = p["status"]
+    todo = [c for c, s in zip(unique, frame["status"] if len(frame) else []) if s != "done"]
+    if todo:
+        check_writable(root)
+        todo.sort(key=estimate_seconds, reverse=True)  # largest first: near the best makespan (LPT)
+        options = {"results_root": str(root), "data_root": None if data_root is None else str(data_root),
+                   "device": device, "train_fn": train_fn, "repair": repair}
+        if name == "local" and min(workers, len(todo)) == 1:
+            failures = _run_in_process(todo, {**options, "progress": None}, progress)
+        elif name == "local":
+            failures = _run_pool(todo, {**options, "progress": False}, min(workers, len(todo)), progress)
+        else:
+            failures = _run_submitit(todo, {**options, "progress": False}, name, root, progress,
+                                     slurm_options, dict(executor_options or {}))
+        if failures:
+            raise RunFailedError(failures, root)
+    return results_frame(unique, results_root=root)

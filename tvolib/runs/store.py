@@ -1,0 +1,346 @@
+"""The results store: one folder per run config, its files, and the check that a folder is trustworthy.
+
+A run is identified by its config (a frozen dataclass with ``kind``, ``to_dict()``, ``from_dict()``,
+``digest()``, ``validate()``). Its results live in ``<results_root>/<kind>-<digest>/``::
+
+    config.json            {"kind", "digest", "config": config.to_dict()}   (written first)
+    checkpoint.pt          the trainer's resumable state (written by the trainer)
+    model.pt               the trained model (written by the trainer)
+    history.csv            one row per epoch
+    schedule_history.csv   one row per bandit round (empty for fixed schedules)
+    final.json             final metrics plus "kind" and "digest", written LAST
+    error.txt              traceback of the last failed attempt (removed when a new attempt starts)
+    wall_time.json         seconds spent by failed attempts (summed into the final wall time)
+
+Every file is written atomically (temporary sibling, then ``os.replace``). A run is complete
+(``"done"``) only if ``final.json`` parses, has the keys :data:`FINAL_KEYS`, and its ``kind`` and
+``digest`` are the folder's config's; a folder that fails these checks is ``"corrupt"`` (unreadable
+or incomplete files) or ``"foreign"`` (files of another config), see :func:`inspect_run`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from tvolib import paths
+from tvolib.checkpoint import atomic_write
+from tvolib.runs.kinds import get_kind
+
+__all__ = [
+    "CONFIG_FILE", "FINAL_FILE", "HISTORY_FILE", "SCHEDULE_FILE", "ERROR_FILE", "CHECKPOINT_FILE",
+    "MODEL_FILE", "WALL_FILE", "FINAL_KEYS", "STATUSES", "PROBLEMS",
+    "RunFolderError", "RunState",
+    "config_kind", "config_digest", "run_dir", "config_record", "config_from_dict", "load_config",
+    "inspect_run", "check_run", "clear_run", "check_writable",
+    "write_json", "write_records_csv", "read_records_csv",
+]
+
+CONFIG_FILE = "config.json"
+FINAL_FILE = "final.json"
+HISTORY_FILE = "history.csv"
+SCHEDULE_FILE = "schedule_history.csv"
+ERROR_FILE = "error.txt"
+CHECKPOINT_FILE = "checkpoint.pt"
+MODEL_FILE = "model.pt"
+WALL_FILE = "wall_time.json"
+
+#: Keys every ``final.json`` holds (``kind`` and ``digest`` are written by the runner).
+FINAL_KEYS: tuple[str, ...] = ("kind", "digest", "epochs")
+#: Every status :func:`inspect_run` reports.
+STATUSES: tuple[str, ...] = ("done", "partial", "missing", "corrupt", "foreign")
+#: The statuses of folders that cannot be trusted (deleted by ``repair``).
+PROBLEMS: tuple[str, ...] = ("corrupt", "foreign")
+
+
+class RunFolderError(ValueError):
+    """One or more run folders are corrupt or hold another config's files.
+
+    ``problems`` lists ``(folder, status, reason)``; the message says which folders to delete.
+    """
+
+    def __init__(self, problems: Sequence[tuple[Path, str, str]]) -> None:
+        self.problems = [(Path(f), s, r) for f, s, r in problems]
+        parts = [f"run folder {f} is {s}: {r}" for f, s, r in self.problems]
+        advice = ("Delete the folder to recompute the run" if len(parts) == 1
+                  else "Delete these folders to recompute the runs")
+        super().__init__("; ".join(parts) + f". {advice}, or rerun with --repair (repair=True).")
+
+
+@dataclass(frozen=True)
+class RunState:
+    """The status of one run folder (one of :data:`STATUSES`) and, for a problem, the reason."""
+
+    status: str
+    reason: str = ""
+
+
+# --------------------------------------------------------------------------------------------
+# Configs and folders
+# --------------------------------------------------------------------------------------------
+
+def config_kind(config: Any) -> str:
+    """The config's ``kind`` ("tvo", "pcfg", ...); a clear ``TypeError`` for non-configs."""
+    kind = getattr(config, "kind", None)
+    needed = ("to_dict", "digest", "validate")
+    if not isinstance(kind, str) or not all(callable(getattr(config, m, None)) for m in needed):
+        raise TypeError(
+            f"expected a run config (RunConfig or PCFGConfig: a dataclass with kind, to_dict(), digest(), "
+            f"validate()), got {type(config).__name__}: {config!r}"
+        )
+    return kind
+
+
+def config_digest(config: Any) -> str:
+    """``<kind>-<digest>``: the name of the run's folder (two kinds never share a folder)."""
+    return f"{config_kind(config)}-{config.digest()}"
+
+
+def run_dir(config: Any, results_root: str | os.PathLike[str] | None = None) -> Path:
+    """The folder of a run's results (not created).
+
+    Args:
+        config: a run config.
+        results_root: the results folder; default ``$TVOLIB_RESULTS`` or ``<repo>/results``.
+
+    Returns:
+        ``results_root/<kind>-<digest>``, e.g. ``results/tvo-1162bce91751``.
+    """
+    return paths.results_root(results_root) / config_digest(config)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):  # tensors, numpy arrays and scalars
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON")
+
+
+def _normalise(obj: Any) -> Any:
+    """JSON round trip, so that tuples and lists compare equal."""
+    return json.loads(json.dumps(obj, default=_json_default, sort_keys=True))
+
+
+def config_record(config: Any) -> dict[str, Any]:
+    """The content of ``config.json``: ``{"kind", "digest", "config": config.to_dict()}``."""
+    return {"kind": config_kind(config), "digest": config.digest(), "config": _normalise(config.to_dict())}
+
+
+def config_from_dict(record: Mapping[str, Any]) -> Any:
+    """Rebuild and validate a config from a ``config.json`` record or a bare ``to_dict()``.
+
+    Args:
+        record: ``{"kind", "config": {...}}``, or the fields themselves (kind ``"tvo"`` unless the
+            dict has a ``"kind"`` key).
+
+    Returns:
+        The config, e.g. a :class:`tvolib.train.RunConfig`.
+    """
+    if not isinstance(record, Mapping):
+        raise ValueError(f"a config record must be a JSON object, got {type(record).__name__}")
+    if "config" in record and isinstance(record["config"], Mapping):
+        kind, fields = record.get("kind", "tvo"), dict(record["config"])
+    else:
+        fields = dict(record)
+        kind = fields.pop("kind", "tvo")
+    config = get_kind(kind).config_class.from_dict(fields)
+    config.validate()
+    return config
+
+
+def load_config(path: str | os.PathLike[str]) -> Any:
+    """Read a config from a JSON file (a run folder's ``config.json``, the folder, or a bare ``to_dict()``)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / CONFIG_FILE
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no config file at {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    return config_from_dict(record)
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------------------------
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as indented, key-sorted JSON, atomically."""
+    text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default, allow_nan=True)
+    atomic_write(path, lambda f: f.write(text + "\n"), "w")
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: scalars as they are, anything structured (lists, tensors, dicts) as JSON."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, default=_json_default)
+    return value
+
+
+def write_records_csv(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """Write a list of dicts as CSV (structured cells as JSON), atomically."""
+    frame = pd.DataFrame([{str(k): _cell(v) for k, v in dict(r).items()} for r in records])
+    atomic_write(path, lambda f: frame.to_csv(f, index=False), "w")
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def read_records_csv(path: Path) -> pd.DataFrame:
+    """Read a CSV written by :func:`write_records_csv` (JSON cells decoded).
+
+    Raises:
+        RunFolderError: the file is missing or cannot be parsed (the message names the file).
+    """
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+    except FileNotFoundError:
+        raise RunFolderError([(path.parent, "corrupt", f"{path} is missing")]) from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        reason = f"{path} cannot be parsed ({type(e).__name__}: {str(e).strip()})"
+        raise RunFolderError([(path.parent, "corrupt", reason)]) from None
+    for col in frame.columns:
+        if frame[col].dtype == object or pd.api.types.is_string_dtype(frame[col]):
+            frame[col] = frame[col].map(_decode).astype(object)
+    return frame
+
+
+# --------------------------------------------------------------------------------------------
+# Verification
+# --------------------------------------------------------------------------------------------
+
+def _read_json(path: Path) -> tuple[Any, str]:
+    """``(content, "")``, or ``(None, reason)`` when the file cannot be read or parsed."""
+    try:
+        return json.loads(path.read_text()), ""
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return None, f"{path.name} is not valid JSON (truncated or overwritten?): {e}"
+    except OSError as e:
+        return None, f"{path.name} cannot be read: {e.strerror or e}"
+
+
+def _config_problem(config: Any, folder: Path) -> RunState | None:
+    """A problem with ``folder/config.json`` (absent is fine: it is written first)."""
+    file = folder / CONFIG_FILE
+    if not file.exists():
+        return None
+    stored, reason = _read_json(file)
+    if reason:
+        return RunState("corrupt", reason)
+    expected = config_record(config)
+    if not isinstance(stored, dict) or stored.get("kind") != expected["kind"] or stored.get("config") != expected["config"]:
+        other = f"{stored.get('kind')}-{stored.get('digest')}" if isinstance(stored, dict) else repr(stored)[:60]
+        return RunState("foreign", f"{CONFIG_FILE} holds another config ({other}), not {config_digest(config)}")
+    return None
+
+
+def _final_problem(config: Any, file: Path) -> RunState | None:
+    """A problem with a present ``final.json``: unparsable, keys missing, or another run's."""
+    final, reason = _read_json(file)
+    if reason:
+        return RunState("corrupt", reason)
+    if not isinstance(final, dict):
+        return RunState("corrupt", f"{FINAL_FILE} is not a JSON object")
+    missing = [k for k in FINAL_KEYS if k not in final]
+    if missing:
+        return RunState("corrupt", f"{FINAL_FILE} lacks the keys {missing}")
+    if final["kind"] != config_kind(config) or final["digest"] != config.digest():
+        return RunState("foreign", f"{FINAL_FILE} belongs to run {final['kind']}-{final['digest']}, "
+                                   f"not {config_digest(config)}")
+    return None
+
+
+def inspect_run(config: Any, results_root: str | os.PathLike[str] | None = None) -> RunState:
+    """The verified status of ``config``'s run folder.
+
+    Args:
+        config: a run config.
+        results_root: the results folder (default as in :func:`run_dir`).
+
+    Returns:
+        A :class:`RunState`: ``"done"`` (``final.json`` valid and this config's, the CSVs present),
+        ``"partial"`` (started, not finished), ``"missing"``, ``"corrupt"`` or ``"foreign"`` (with
+        the reason).
+    """
+    folder = run_dir(config, results_root)
+    if not folder.exists():
+        return RunState("missing")
+    if not folder.is_dir():
+        return RunState("corrupt", "the path is a file, not a folder")
+    problem = _config_problem(config, folder)
+    if problem is not None:
+        return problem
+    if not (folder / FINAL_FILE).exists():
+        return RunState("partial" if any(folder.iterdir()) else "missing")
+    problem = _final_problem(config, folder / FINAL_FILE)
+    if problem is not None:
+        return problem
+    for name in (HISTORY_FILE, SCHEDULE_FILE):
+        if not (folder / name).is_file():
+            return RunState("corrupt", f"{name} is missing although {FINAL_FILE} marks the run complete")
+    return RunState("done")
+
+
+def check_run(config: Any, results_root: str | os.PathLike[str] | None = None) -> RunState:
+    """:func:`inspect_run`, raising :class:`RunFolderError` for a corrupt or foreign folder."""
+    state = inspect_run(config, results_root)
+    if state.status in PROBLEMS:
+        raise RunFolderError([(run_dir(config, results_root), state.status, state.reason)])
+    return state
+
+
+def clear_run(config: Any, results_root: str | os.PathLike[str] | None = None) -> None:
+    """Repair a corrupt or foreign folder so that the run can be recomputed.
+
+    When ``config.json`` is this config's, only the result files (``final.json`` and the CSVs) are
+    removed and the trainer resumes from its checkpoint; otherwise the whole folder is removed.
+    """
+    folder = run_dir(config, results_root)
+    if folder.is_file() or folder.is_symlink():
+        folder.unlink()
+    elif folder.is_dir() and (not (folder / CONFIG_FILE).exists() or _config_problem(config, folder) is not None):
+        shutil.rmtree(folder)
+    else:
+        for name in (FINAL_FILE, HISTORY_FILE, SCHEDULE_FILE):
+            (folder / name).unlink(missing_ok=True)
+
+
+def check_writable(folder: Path) -> None:
+    """Create ``folder`` if needed and make sure files can be written in it.
+
+    Raises:
+        PermissionError: naming the folder (also for a path that exists as a file).
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise PermissionError(
+            f"cannot write in {folder} ({e.strerror or e}); choose another results root "
+            f"(--results-root / $TVOLIB_RESULTS) or fix its permissions"
+        ) from None
