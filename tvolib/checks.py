@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ __all__ = [
     "check_log_w",
     "check_positive_ints",
     "check_samples",
+    "check_state",
 ]
 
 
@@ -150,3 +151,18 @@ def check_betas(betas: Any, name: str = "betas") -> Tensor:
     if (t >= 1).any() or (t < 0).any():
         raise ValueError(f"{name} must be {accepted}; got points outside [0, 1): {t.tolist()}")
     return t
+
+
+def check_state(state: Any, keys: Iterable[str], owner: str) -> dict[str, Any]:
+    """``state`` if it is a dict holding every key in ``keys`` (for ``load_state_dict``).
+
+    Raises a ``ValueError`` naming the first missing key and ``owner`` (the class whose
+    ``state_dict`` should have produced it).
+    """
+    if not isinstance(state, dict):
+        raise ValueError(f"{owner}.load_state_dict needs a dict from {owner}.state_dict(); got {type(state).__name__}")
+    for key in keys:
+        if key not in state:
+            raise ValueError(f"{owner} state has no key {key!r} (keys found: {sorted(map(str, state))}); "
+                             f"was it saved by {owner}.state_dict()?")
+    return state

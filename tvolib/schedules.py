@@ -19,7 +19,7 @@ from typing import Any, Callable, ClassVar, Literal
 import torch
 from torch import Tensor
 
-from tvolib.checks import check_finite_float, check_int, check_log_w
+from tvolib.checks import check_finite_float, check_int, check_log_w, check_state
 from tvolib.tvo import EvidenceSpec, linear, log_uniform, snis_integrand, validate_schedule
 
 __all__ = [
@@ -32,18 +32,10 @@ __all__ = [
 _D_NAME = "d (the number of left points, including b_0 = 0)"
 
 
-def _state_value(state: Any, key: str, owner: str) -> Any:
-    """``state[key]``, or a ``ValueError`` naming the key when ``state`` is not such a dict."""
-    if not isinstance(state, dict):
-        raise ValueError(f"{owner}.load_state_dict needs a dict from state_dict(); got {type(state).__name__}")
-    if key not in state:
-        raise ValueError(f"{owner} state has no key {key!r}; keys found: {sorted(state)} (not saved by {owner}?)")
-    return state[key]
-
-
 def _state_betas(state: Any, owner: str, d: int) -> Tensor:
+    raw = check_state(state, ["betas"], owner)["betas"]
     try:
-        betas = validate_schedule(_state_value(state, "betas", owner))
+        betas = validate_schedule(raw)
     except ValueError as exc:
         raise ValueError(f"{owner} state key 'betas': {exc}") from exc
     if betas.numel() != d:
@@ -293,7 +285,7 @@ class MomentsSchedule(Schedule):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (the same ``d``); ``ValueError`` naming a bad key."""
         betas = _state_betas(state, "MomentsSchedule", self._d)
-        history = _state_value(state, "history", "MomentsSchedule")
+        history = check_state(state, ["history"], "MomentsSchedule")["history"]
         if not isinstance(history, list) or not all(_is_moments_record(r, self._d) for r in history):
             raise ValueError(
                 "MomentsSchedule state key 'history' must be a list of {'epoch': int, 'betas': "
