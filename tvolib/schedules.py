@@ -32,13 +32,14 @@ __all__ = [
 _D_NAME = "d (the number of left points, including b_0 = 0)"
 
 
-def _state_betas(state: Any, owner: str, d: int) -> Tensor:
+def _state_betas(state: Any, owner: str, d: int | None) -> Tensor:
+    """The checked ``betas`` entry of a schedule state (of ``d`` points unless ``d`` is None)."""
     raw = check_state(state, ["betas"], owner)["betas"]
     try:
         betas = validate_schedule(raw)
     except ValueError as exc:
         raise ValueError(f"{owner} state key 'betas': {exc}") from exc
-    if betas.numel() != d:
+    if d is not None and betas.numel() != d:
         raise ValueError(f"{owner} state key 'betas' holds a schedule of d={betas.numel()}, this schedule has d={d}")
     return betas
 
@@ -204,8 +205,8 @@ class FixedSchedule(Schedule):
         return {"betas": self._betas.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (the same ``d``); ``ValueError`` naming a bad key."""
-        self._betas = _state_betas(state, "FixedSchedule", self.d)
+        """Restore :meth:`state_dict` output (any valid schedule); ``ValueError`` naming a bad key."""
+        self._betas = _state_betas(state, "FixedSchedule", None)
 
     def __repr__(self) -> str:
         return f"FixedSchedule({[round(b, 6) for b in self._betas.tolist()]})"

@@ -206,3 +206,24 @@ def test_bad_requests_raise_clear_errors():
         compute_loss("elbo", vae, x, 0)
     with pytest.raises(ValueError, match="strictly increasing|non-increasing"):
         compute_loss("tvo", vae, x, 2, [0.0, 0.5, 0.3])
+
+
+@pytest.mark.parametrize("objective", ["tvo", "tvo_reparam"])
+def test_tvo_family_refuses_a_single_sample(objective):
+    vae = build_model("vae", hidden=(8,), latent_dim=2)
+    with pytest.raises(ValueError, match=rf"objective '{objective}' needs S >= 2 .* got S=1"):
+        compute_loss(objective, vae, torch.bernoulli(torch.rand(2, 784)), 1, [0.0, 0.5])
+    compute_loss(objective, vae, torch.bernoulli(torch.rand(2, 784)), 2, [0.0, 0.5])  # S = 2 is fine
+
+
+@pytest.mark.parametrize(("name", "x", "message"), [
+    ("vae", torch.bernoulli(torch.rand(2, 784)).double(), "x has dtype torch.float64 but the model computes in torch.float32"),
+    ("vae", torch.full((2, 784), math.nan), "x has entries that are not finite numbers"),
+    ("sbn", torch.full((2, 784), 2.0), r"x has entries that are not 0 or 1 \(binary data\)"),
+    ("sbn", torch.zeros(2, 783), r"x must be a tensor of shape \(B, 784\)"),
+])
+def test_bad_batches_raise_clear_errors(name, x, message):
+    model = build_model(name, **({"hidden": (8,), "latent_dim": 2} if name == "vae" else {"latent_dims": (3,)}))
+    with pytest.raises(ValueError, match=message):
+        compute_loss("tvo", model, x, 2, [0.0, 0.5])
+    compute_loss("tvo", model, torch.bernoulli(torch.rand(2, 784)).to(torch.uint8), 2, [0.0, 0.5])  # ints converted

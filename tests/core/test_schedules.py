@@ -153,3 +153,53 @@ def test_moments_schedule_updates_every_k_epochs():
         MomentsSchedule(3, update_every=0)
 
 
+
+
+# ---- option values and state are checked ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    (dict(tol=-1.0), "tol must be a finite number > 0.0; got -1.0"),
+    (dict(tol=math.nan), "tol must be a finite number"),
+    (dict(max_iter=0), "max_iter must be an integer >= 1"),
+    (dict(update_every=0), "update_every must be an integer >= 1"),
+    (dict(d=0), r"d \(the number of left points, including b_0 = 0\) must be an integer >= 1"),
+])
+def test_moments_schedule_checks_options_when_built(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MomentsSchedule(**{"d": 3, **kwargs})
+
+
+@pytest.mark.parametrize("make", [lambda: FixedSchedule(linear(3)), lambda: MomentsSchedule(3)])
+@pytest.mark.parametrize(("state", "message"), [
+    ([1, 2], "load_state_dict needs a dict"),
+    ({}, "state has no key 'betas'"),
+    ({"betas": [0.0, 0.5, 1.5]}, "'betas': schedule must be .*outside"),
+    ({"betas": [0.0, math.nan, 0.5]}, "'betas': schedule must be .*non-finite"),
+])
+def test_schedule_state_is_checked(make, state, message):
+    with pytest.raises(ValueError, match=message):
+        make().load_state_dict(state)
+    if isinstance(make(), MomentsSchedule):  # a fixed schedule may be replaced by any valid one
+        with pytest.raises(ValueError, match="'betas' holds a schedule of d=2, this schedule has d=3"):
+            make().load_state_dict({"betas": [0.0, 0.5], "history": []})
+
+
+def test_moments_history_state_is_checked():
+    s = MomentsSchedule(3)
+    good = s.state_dict()
+    with pytest.raises(ValueError, match="state has no key 'history'"):
+        s.load_state_dict({"betas": good["betas"]})
+    with pytest.raises(ValueError, match="'history' must be a list of"):
+        s.load_state_dict({"betas": good["betas"], "history": [{"epoch": 6, "betas": [0.0]}]})
+
+
+def test_every_schedule_accepts_a_report_at_epoch_zero():
+    log_w = torch.randn(20, 5)
+    for schedule in (FixedSchedule(linear(3)), MomentsSchedule(3, update_every=1)):
+        before = schedule.current()
+        schedule.step(0, evidence=-100.0, log_weights=lambda: log_w)  # the untrained model: no update
+        assert torch.equal(schedule.current(), before) and schedule.history() == []
+        assert schedule.REVISION == 1
+    with pytest.raises(ValueError, match="epoch must be an integer >= 0"):
+        MomentsSchedule(3).step(-1)

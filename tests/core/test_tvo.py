@@ -237,3 +237,48 @@ def test_log_evidence_specs(toy, x):
     with pytest.raises(ValueError, match="end"):
         log_evidence(log_w, EvidenceSpec(betas=(0.0, 0.5), rule="trapezoid"))
 
+
+
+# ---- zero weights and bad log weights --------------------------------------------------------
+
+
+def test_a_zero_weight_gives_minus_inf_not_nan():
+    log_w = torch.tensor([[0.5, -1.0], [-math.inf, -2.0], [1.5, -0.5]], dtype=torch.float64)
+    betas = [0.0, 0.3, 0.6]
+    values = snis_integrand(log_w, betas + [1.0])
+    assert not torch.isnan(values).any()
+    assert values[0, 0] == -math.inf  # beta = 0: the ELBO sees log w = -inf
+    # beta > 0: the zero-weight sample drops out of the SNIS average
+    torch.testing.assert_close(values[1:, 0], snis_integrand(log_w[[0, 2], :1], [0.3, 0.6, 1.0])[:, 0])
+    torch.testing.assert_close(values[:, 1], snis_integrand(log_w[:, 1:], betas + [1.0])[:, 0])
+    left = tvo_bound(log_w, betas)
+    assert left[0] == -math.inf and torch.isfinite(left[1])
+    assert tvo_bound(log_w, betas, "trapezoid")[0] == -math.inf
+    torch.testing.assert_close(tvo_bound(log_w, betas, "right")[:1], tvo_bound(log_w[[0, 2], :1], betas, "right"))
+    torch.testing.assert_close(iwae_bound(log_w)[0], torch.logsumexp(log_w[[0, 2], 0], 0) - math.log(3))
+    all_zero = torch.full((3, 1), -math.inf)
+    for rule in ("left", "right", "trapezoid"):
+        assert tvo_bound(all_zero, betas, rule).item() == -math.inf
+    assert log_evidence(all_zero, EvidenceSpec.authors_code()).item() == -math.inf
+
+
+@pytest.mark.parametrize(("log_w", "message"), [
+    (torch.zeros(3, 2, dtype=torch.int64), r"log_w must be a floating-point tensor .*torch.int64"),
+    (torch.tensor([[0.0, math.nan]]), r"log_w contains NaN or \+inf"),
+    (torch.tensor([[0.0, math.inf]]), r"log_w contains NaN or \+inf"),
+    (torch.zeros(4), r"log_w must be a tensor of shape \(S, B\)"),
+])
+@pytest.mark.parametrize("function", [
+    lambda lw: tvo_bound(lw, [0.0, 0.5]), iwae_bound, lambda lw: snis_integrand(lw, [0.5]),
+    lambda lw: log_evidence(lw, EvidenceSpec.paper()),
+])
+def test_bad_log_weights_raise_clear_errors(log_w, message, function):
+    with pytest.raises(ValueError, match=message):
+        function(log_w)
+
+
+def test_evidence_spec_is_checked_when_built():
+    with pytest.raises(ValueError, match="EvidenceSpec.rule must be 'left' or 'trapezoid'"):
+        EvidenceSpec(betas=(0.0,), rule="simpson")
+    with pytest.raises(ValueError, match="EvidenceSpec.betas must be .*first point"):
+        EvidenceSpec(betas=(0.5,))
