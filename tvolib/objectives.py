@@ -266,6 +266,8 @@ def compute_loss(
         A :class:`LossOutput` ``(loss, phi_loss, log_w)``.
 
     Example:
+        >>> from tvolib.models import build_model
+        >>> from tvolib.tvo import linear
         >>> model = build_model("sbn", latent_dims=(3,))
         >>> out = compute_loss("tvo", model, torch.bernoulli(torch.rand(4, 784)), 5, linear(3))
         >>> out.log_w.shape

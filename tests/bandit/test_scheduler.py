@@ -20,7 +20,7 @@ FAST = dict(raw_samples=64, num_restarts=2, acq_maxiter=30, fit_maxiter=20)
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    """Tiny GPs gain nothing from threads; on a shared 2-core machine threads made rounds 5x slower."""
+    """Tiny GPs gain nothing from threads, and extra threads slow them down on a shared machine."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -1,4 +1,4 @@
-"""Schedules: validation (property tests), documented points, moments, Schedule objects."""
+"""Schedule objects (tvolib.schedules): the moments schedule, fixed and moments schedules, their state."""
 from __future__ import annotations
 
 import io
@@ -6,12 +6,12 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tvolib.models import LinearGaussian
 from tvolib.schedules import FixedSchedule, MomentsSchedule, moments
-from tvolib.tvo import EvidenceSpec, linear, log_uniform, snis_integrand, validate_schedule
+from tvolib.tvo import linear, log_uniform, snis_integrand, validate_schedule
 
 
 

@@ -102,7 +102,7 @@ def test_log_uniform_points(d, beta1):
 
 
 def test_log_uniform_reference_values():
-    # REFERENCE.md: K = 5 -> 0, .025, .0629, .1581, .3976 (then 1).
+    # the paper's log schedule for d = 5: 0, .025, .0629, .1581, .3976 (then 1).
     expected = torch.tensor([0.0, 0.025, 0.0629, 0.1581, 0.3976], dtype=torch.float64)
     torch.testing.assert_close(log_uniform(5), expected, atol=5e-5, rtol=0)
     assert log_uniform(1).tolist() == [0.0]
