@@ -40,7 +40,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tvolib.bandit import GPBanditSchedule  # noqa: E402
+from tvolib.bandit import GPBanditSchedule, RandomSchedule  # noqa: E402
 
 
 def synthetic_reward(arm: torch.Tensor, k: int, rng: np.random.Generator) -> float:
@@ -121,8 +121,6 @@ def projected_share(table: dict[tuple[int, int], dict[str, float]], d: int, epoc
 
 def regret_table(rounds: int, seeds: int) -> None:
     """Average regret on a drifting 2-d Gaussian bump (as in the tests): GP-UCB kappa choices vs random."""
-    from tvolib.bandit import RandomSchedule
-
     def bump(arm: torch.Tensor, k: int, drift: float) -> float:
         b = np.sort(arm.numpy())
         centre = np.array([0.3, 0.65]) + drift * math.sin(2 * math.pi * k / 60)

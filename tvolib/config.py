@@ -68,10 +68,27 @@ class ExperimentConfig:
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``device``, or CUDA when available and CPU otherwise; a clear error for unusable devices."""
+    """The device to compute on: ``device``, or CUDA when available and CPU otherwise.
+
+    Args:
+        device: ``None``, ``"cpu"``, ``"cuda"``, ``"cuda:<index>"`` or a ``torch.device``.
+
+    Returns:
+        A ``torch.device``.
+
+    Raises:
+        ValueError: for a malformed or unsupported device string, or CUDA when it is unavailable.
+
+    Example:
+        >>> resolve_device("cpu")
+        device(type='cpu')
+    """
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device {device!r} is not a valid device; use 'cpu', 'cuda' or 'cuda:<index>'") from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' was requested but CUDA is not available; use device='cpu'")
     if dev.type not in ("cpu", "cuda"):

@@ -20,6 +20,13 @@ tvo            covariance (score-function) estimator of Masrani et al. 2019 (bot
                as in the paper's code)
 tvo_reparam    reparameterised covariance estimator    error (needs reparameterisation)
 ============== ======================================= ========================================
+
+Example:
+    >>> from tvolib.models import build_model
+    >>> from tvolib.tvo import linear
+    >>> model = build_model("vae", hidden=(8,), latent_dim=2)
+    >>> out = compute_loss("tvo", model, torch.bernoulli(torch.rand(4, 784)), S=5, betas=linear(3))
+    >>> out.loss.backward()
 """
 from __future__ import annotations
 
@@ -29,7 +36,8 @@ from typing import Callable, NamedTuple
 import torch
 from torch import Tensor
 
-from tvolib.tvo import iwae_bound, riemann_weights
+from tvolib.checks import check_samples
+from tvolib.tvo import riemann_weights
 
 __all__ = [
     "OBJECTIVES",
@@ -38,7 +46,11 @@ __all__ = [
     "covariance_surrogate",
 ]
 
+#: Objective names accepted by :func:`compute_loss`.
 OBJECTIVES = ("elbo", "iwae", "reinforce", "vimco", "wake-wake", "wake-sleep", "tvo", "tvo_reparam")
+
+#: Objectives whose covariance estimator needs at least two samples per data point.
+_TVO_FAMILY = ("tvo", "tvo_reparam")
 
 
 class LossOutput(NamedTuple):
@@ -60,6 +72,15 @@ class LossOutput(NamedTuple):
 # --------------------------------------------------------------------------------------------
 
 
+def _log_mean_exp(log_w: Tensor) -> Tensor:
+    """The IWAE-S bound ``logsumexp_s(log w_s) - log S``: ``(B,)``.
+
+    Same value as :func:`tvolib.tvo.iwae_bound` without its input check, so that a diverged model's
+    NaN weights reach the trainer's divergence check instead of raising here.
+    """
+    return torch.logsumexp(log_w, dim=0) - math.log(log_w.shape[0])
+
+
 def _loo_mean(values: Tensor) -> Tensor:
     """Mean over the other samples, ``(sum - v_s) / (S - 1)``, per sample: ``(S, B)``."""
     return (values.sum(dim=0, keepdim=True) - values) / (values.shape[0] - 1)
@@ -68,7 +89,7 @@ def _loo_mean(values: Tensor) -> Tensor:
 def covariance_surrogate(
     log_w: Tensor, log_pi_tilde: Tensor, betas: Tensor, deltas: Tensor
 ) -> Tensor:
-    """Surrogate whose gradient is the covariance estimator of the TVO gradient: ``(B,)``.
+    """Surrogate whose gradient is the covariance estimator of the TVO gradient (Eq. 5).
 
     For one beta, with ``f = log w`` and ``log pi~_beta`` the unnormalised log density of
     ``pi_beta`` (Eq. 2), differentiating ``E_{pi_beta}[f] = int pi~ f / Z`` gives::
@@ -76,11 +97,28 @@ def covariance_surrogate(
         d/dtheta E_pi[f] = E_pi[df] + E_pi[f dlog pi~] - E_pi[f] dlog Z
                          = E_pi[df] + Cov_pi(f, dlog pi~),   since dlog Z = E_pi[dlog pi~].
 
-    Both expectations are estimated by SNIS with detached weights ``softmax(beta log w)``; the
-    covariance is multiplied by ``S / (S - 1)`` (Masrani et al. 2019). At beta = 0 the weights are
-    uniform and the covariance term is exactly the score-function gradient with leave-one-out
+    Both expectations are estimated by SNIS (Eq. 4) with detached weights ``softmax(beta log w)``;
+    the covariance is multiplied by ``S / (S - 1)`` (Masrani et al. 2019). At beta = 0 the weights
+    are uniform and the covariance term is exactly the score-function gradient with leave-one-out
     baselines, so the correction makes that term unbiased. The TVO gradient is the
-    ``deltas``-weighted sum over the left points (Eq. 5). ``log_pi_tilde`` is ``(d, S, B)``.
+    ``deltas``-weighted sum over the left points. With ``S = 1`` the covariance is zero and the
+    surrogate carries no score-function gradient (:func:`compute_loss` refuses ``S < 2``).
+
+    Args:
+        log_w: ``(S, B)`` log weights, differentiable in the parameters to train.
+        log_pi_tilde: ``(d, S, B)`` unnormalised ``log pi_beta`` at each left point.
+        betas: ``(d,)`` left points, in ``log_w``'s dtype and device.
+        deltas: ``(d,)`` interval widths ``b_{j+1} - b_j``.
+
+    Returns:
+        A tensor ``(B,)`` whose value is not a bound (read bounds from ``log_w``) and whose
+        gradient is the covariance estimator.
+
+    Example:
+        >>> log_w = torch.randn(4, 2, requires_grad=True)
+        >>> b, deltas = torch.tensor([0.0, 0.5]), torch.tensor([0.5, 0.5])
+        >>> covariance_surrogate(log_w, b[:, None, None] * log_w[None], b, deltas).shape
+        torch.Size([2])
     """
     S = log_w.shape[0]
     correction = S / (S - 1) if S > 1 else 1.0
@@ -125,13 +163,13 @@ def _iwae(model, x: Tensor, S: int, betas) -> LossOutput:
     _continuous_only(model, "iwae")
     log_p, log_q = model.log_joint_and_q(x, S, reparam=True)
     log_w = log_p - log_q
-    return LossOutput(-iwae_bound(log_w).mean(), None, log_w.detach())
+    return LossOutput(-_log_mean_exp(log_w).mean(), None, log_w.detach())
 
 
 def _reinforce(model, x: Tensor, S: int, betas) -> LossOutput:
     log_p, log_q = model.log_joint_and_q(x, S, reparam=False)
     log_w = log_p - log_q
-    bound = iwae_bound(log_w)
+    bound = _log_mean_exp(log_w)
     surrogate = bound + bound.detach() * log_q.sum(dim=0)
     return LossOutput(-surrogate.mean(), None, log_w.detach())
 
@@ -141,7 +179,7 @@ def _vimco(model, x: Tensor, S: int, betas) -> LossOutput:
         raise ValueError(f"vimco needs S >= 2 samples for its leave-one-out baselines; got S={S}")
     log_p, log_q = model.log_joint_and_q(x, S, reparam=False)
     log_w = log_p - log_q
-    bound = iwae_bound(log_w)
+    bound = _log_mean_exp(log_w)
     lw = log_w.detach()
     # Row r: the S log weights with log w_r replaced by the mean of the others (geometric mean).
     eye = torch.eye(S, dtype=torch.bool, device=lw.device)[:, :, None]
@@ -154,7 +192,7 @@ def _vimco(model, x: Tensor, S: int, betas) -> LossOutput:
 def _wake_theta(model, x: Tensor, S: int) -> tuple[Tensor, Tensor, Tensor]:
     """Wake-theta: the IWAE bound with log q detached, so only theta gets the SNIS gradient."""
     log_p, log_q = model.log_joint_and_q(x, S, reparam=False)
-    theta_loss = -iwae_bound(log_p - log_q.detach()).mean()
+    theta_loss = -_log_mean_exp(log_p - log_q.detach()).mean()
     return theta_loss, log_q, (log_p - log_q).detach()
 
 
@@ -208,16 +246,49 @@ _LOSSES: dict[str, Callable[..., LossOutput]] = {
 def compute_loss(
     objective: str, model, x: Tensor, S: int, betas: Tensor | list[float] | None = None
 ) -> LossOutput:
-    """Loss(es) for one minibatch ``x`` ``(B, D)`` with ``S`` samples per point (see module table).
+    """Loss(es) for one minibatch ``x`` with ``S`` samples per data point (see the module table).
 
-    ``betas`` (a left-point schedule) is required by ``tvo`` and ``tvo_reparam`` and ignored
-    otherwise. The loss values of the score-function objectives include surrogate terms (e.g. the
-    covariance term of ``tvo``), so read bounds from ``log_w`` (e.g. :func:`tvo_bound`), not the loss.
+    ``loss`` is the negated objective averaged over the batch (minimise it). The loss values of
+    the score-function objectives include surrogate terms (e.g. the covariance term of ``tvo``),
+    so read bounds from ``log_w`` (e.g. :func:`tvolib.tvo.tvo_bound`), not from the loss.
+
+    Args:
+        objective: one of :data:`OBJECTIVES`.
+        model: a :class:`~tvolib.models.LatentVariableModel`.
+        x: ``(B, D)`` minibatch, checked by the model (shape, dtype, device, finiteness, binary
+            values for the SBN).
+        S: samples per data point; ``>= 2`` for ``tvo``/``tvo_reparam`` (the covariance
+            estimator) and ``vimco`` (leave-one-out baselines), ``>= 1`` otherwise.
+        betas: a left-point schedule (Eq. 5), required by ``tvo`` and ``tvo_reparam`` and
+            ignored otherwise.
+
+    Returns:
+        A :class:`LossOutput` ``(loss, phi_loss, log_w)``.
+
+    Example:
+        >>> from tvolib.models import build_model
+        >>> from tvolib.tvo import linear
+        >>> model = build_model("sbn", latent_dims=(3,))
+        >>> out = compute_loss("tvo", model, torch.bernoulli(torch.rand(4, 784)), 5, linear(3))
+        >>> out.log_w.shape
+        torch.Size([5, 4])
     """
     if objective not in _LOSSES:
         raise ValueError(f"unknown objective {objective!r}; accepted: {OBJECTIVES}")
-    if isinstance(S, bool) or not isinstance(S, int) or S < 1:
-        raise ValueError(f"S (samples per data point) must be an int >= 1; got {S!r}")
+    if objective in _TVO_FAMILY:
+        S = _check_tvo_samples(objective, S)
+    else:
+        S = check_samples(S)
     if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[0] < 1:
         raise ValueError("x must be a tensor whose first dimension is a non-empty batch")
     return _LOSSES[objective](model, x, S, betas)
+
+
+def _check_tvo_samples(objective: str, S: int) -> int:
+    check_samples(S)
+    if S < 2:
+        raise ValueError(
+            f"objective {objective!r} needs S >= 2 samples per data point: with S = 1 the covariance "
+            "term of its gradient estimator is zero and the encoder would train on noise; got S=1"
+        )
+    return S

@@ -2,16 +2,25 @@
 
 A schedule's points are defined in :mod:`tvolib.tvo` (``linear``, ``log_uniform``,
 ``validate_schedule``); the adaptive GP-bandit schedule is in :mod:`tvolib.bandit`.
+
+Example:
+    >>> schedule = FixedSchedule(linear(5))
+    >>> for epoch in range(1, 3):
+    ...     betas = schedule.current()          # train this epoch with these left points
+    ...     schedule.step(epoch)                # fixed schedules ignore the report
+    >>> schedule.current().tolist()
+    [0.0, 0.2, 0.4, 0.6, 0.8]
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 import torch
 from torch import Tensor
 
-from tvolib.tvo import EvidenceSpec, _check_d, linear, log_uniform, snis_integrand, validate_schedule
+from tvolib.checks import check_finite_float, check_int, check_log_w, check_state
+from tvolib.tvo import EvidenceSpec, linear, log_uniform, snis_integrand, validate_schedule
 
 __all__ = [
     "FixedSchedule",
@@ -20,16 +29,36 @@ __all__ = [
     "moments",
 ]
 
+_D_NAME = "d (the number of left points, including b_0 = 0)"
+
+
+def _state_betas(state: Any, owner: str, d: int | None) -> Tensor:
+    """The checked ``betas`` entry of a schedule state (of ``d`` points unless ``d`` is None)."""
+    raw = check_state(state, ["betas"], owner)["betas"]
+    try:
+        betas = validate_schedule(raw)
+    except ValueError as exc:
+        raise ValueError(f"{owner} state key 'betas': {exc}") from exc
+    if d is not None and betas.numel() != d:
+        raise ValueError(f"{owner} state key 'betas' holds a schedule of d={betas.numel()}, this schedule has d={d}")
+    return betas
+
 
 class Schedule(ABC):
     """A (possibly adaptive) TVO schedule: what the training loop asks for and tells back.
 
     The training loop calls :meth:`current` before each epoch (or minibatch) and
-    :meth:`step` after every epoch. Fixed schedules ignore :meth:`step`.
+    :meth:`step` after every epoch; it may first call ``step(0, evidence=L_0)`` with the untrained
+    model's evidence (adaptive schedules that use rewards start their first window there). Fixed
+    schedules ignore :meth:`step`.
     """
 
     #: Set by schedules that need the per-epoch training log-evidence ``L`` (the bandit).
     evidence_spec: EvidenceSpec | None = None
+
+    #: Incremented when the schedule's decisions for the same reports change (so results
+    #: computed by an older revision can be told apart, e.g. in cache keys).
+    REVISION: ClassVar[int] = 1
 
     @property
     @abstractmethod
@@ -46,12 +75,17 @@ class Schedule(ABC):
         evidence: float | None = None,
         log_weights: Callable[[], Tensor] | None = None,
     ) -> None:
-        """Tell the schedule that ``epoch`` epochs are complete.
+        """Tell the schedule that ``epoch`` epochs are complete (``epoch = 0``: the untrained model).
 
-        ``evidence`` is the training-set log-evidence estimate described by :attr:`evidence_spec`
-        (``None`` when the schedule did not ask for one). ``log_weights`` lazily computes log
-        importance weights ``log w`` of shape ``(S, N)`` on (a subset of) the training data, for
-        schedules that re-estimate themselves from the integrand (moments). Fixed schedules ignore both.
+        Args:
+            epoch: completed epochs, an int >= 0.
+            evidence: the training-set log-evidence estimate described by :attr:`evidence_spec`
+                (``None`` when the schedule did not ask for one).
+            log_weights: lazily computes log importance weights ``log w`` of shape ``(S, N)`` on
+                (a subset of) the training data, for schedules that re-estimate themselves from
+                the integrand (moments).
+
+        Fixed schedules ignore all three.
         """
 
     def history(self) -> list[dict[str, Any]]:
@@ -63,8 +97,7 @@ class Schedule(ABC):
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
-
+        """Restore what :meth:`state_dict` returned; a ``ValueError`` naming the key if it is invalid."""
 
 
 def moments(d: int, log_w: Tensor, *, tol: float = 1e-3, max_iter: int = 100) -> Tensor:
@@ -82,17 +115,26 @@ def moments(d: int, log_w: Tensor, *, tol: float = 1e-3, max_iter: int = 100) ->
     500 steps), or after ``max_iter`` halvings. Graceful cases: a flat
     integrand (rise <= 1e-9 max(1, |I(0)|), e.g. q equal to the posterior) returns ``linear(d)``;
     points closer than 1e-9 (a near-vertical integrand) are pushed apart so that the result is
-    always a valid schedule. Returns a float64 CPU tensor of shape ``(d,)``.
+    always a valid schedule.
+
+    Args:
+        d: number of left points, including ``b_0 = 0``.
+        log_w: ``(S, N)`` finite log importance weights on N data points.
+        tol: relative tolerance of the bisection, a finite number > 0.
+        max_iter: maximum number of halvings, an int >= 1.
+
+    Returns:
+        A float64 CPU tensor of shape ``(d,)``.
+
+    Example:
+        >>> moments(3, torch.randn(50, 20)).shape
+        torch.Size([3])
     """
-    _check_d(d)
-    if not isinstance(log_w, Tensor) or log_w.ndim != 2 or log_w.shape[0] < 1 or log_w.shape[1] < 1:
-        shape = tuple(log_w.shape) if isinstance(log_w, Tensor) else type(log_w).__name__
-        raise ValueError(f"log_w must be a tensor of shape (S, N) with S, N >= 1; got {shape}")
-    if not (tol > 0 and max_iter >= 1):
-        raise ValueError(f"tol must be > 0 and max_iter >= 1; got tol={tol!r}, max_iter={max_iter!r}")
-    lw = log_w.detach().to(torch.float64)
+    check_int(_D_NAME, d, 1)
+    tol, max_iter = _check_moments_options(tol, max_iter)
+    lw = check_log_w(log_w).detach().to(torch.float64)
     if not torch.isfinite(lw).all():
-        raise ValueError("log_w must be finite to compute the moments schedule")
+        raise ValueError("log_w must be finite (no -inf) to compute the moments schedule")
     if d == 1:
         return torch.zeros(1, dtype=torch.float64)
 
@@ -125,6 +167,10 @@ def moments(d: int, log_w: Tensor, *, tol: float = 1e-3, max_iter: int = 100) ->
     return _strictly_increasing(torch.cat([torch.zeros(1, dtype=torch.float64), found]))
 
 
+def _check_moments_options(tol: Any, max_iter: Any) -> tuple[float, int]:
+    return check_finite_float("tol", tol, minimum=0.0, strict=True), check_int("max_iter", max_iter, 1)
+
+
 def _strictly_increasing(betas: Tensor, gap: float = 1e-9) -> Tensor:
     """Push apart points closer than ``gap`` (keeping them below 1) and validate."""
     b = betas.clone()
@@ -135,7 +181,15 @@ def _strictly_increasing(betas: Tensor, gap: float = 1e-9) -> Tensor:
 
 
 class FixedSchedule(Schedule):
-    """A schedule that never changes (linear, log-uniform, a grid-search point, ...)."""
+    """A schedule that never changes (linear, log-uniform, a grid-search point, ...).
+
+    Args:
+        betas: a left-point schedule (see :func:`tvolib.tvo.validate_schedule`).
+
+    Example:
+        >>> FixedSchedule([0.0, 0.5]).current().tolist()
+        [0.0, 0.5]
+    """
 
     def __init__(self, betas: Tensor | list[float]) -> None:
         self._betas = validate_schedule(betas)
@@ -151,7 +205,8 @@ class FixedSchedule(Schedule):
         return {"betas": self._betas.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._betas = validate_schedule(state["betas"])
+        """Restore :meth:`state_dict` output (any valid schedule); ``ValueError`` naming a bad key."""
+        self._betas = _state_betas(state, "FixedSchedule", None)
 
     def __repr__(self) -> str:
         return f"FixedSchedule({[round(b, 6) for b in self._betas.tolist()]})"
@@ -165,6 +220,18 @@ class MomentsSchedule(Schedule):
     ``log_weights()`` (log weights ``(S, N)`` on the training data) and recomputes
     :func:`moments`. The paper gives no update period; the default 6 matches the bandit's initial
     window w = 6 so that both adaptive schedules change at the same pace.
+
+    Args:
+        d: number of left points, including ``b_0 = 0``.
+        update_every: epochs between re-estimates, an int >= 1.
+        initial: the schedule before the first update, ``'log'`` or ``'linear'``.
+        tol, max_iter: passed to :func:`moments` (checked here, not at the first update).
+
+    Example:
+        >>> schedule = MomentsSchedule(4, update_every=2)
+        >>> schedule.step(2, log_weights=lambda: torch.randn(30, 10))
+        >>> schedule.history()[0]["epoch"]
+        2
     """
 
     def __init__(
@@ -176,14 +243,13 @@ class MomentsSchedule(Schedule):
         tol: float = 1e-3,
         max_iter: int = 100,
     ) -> None:
-        _check_d(d)
-        if isinstance(update_every, bool) or not isinstance(update_every, int) or update_every < 1:
-            raise ValueError(f"update_every must be an int >= 1; got {update_every!r}")
+        check_int(_D_NAME, d, 1)
+        update_every = check_int("update_every", update_every, 1)
         starts = {"log": log_uniform, "linear": linear}
         if initial not in starts:
             raise ValueError(f"initial must be one of {sorted(starts)}; got {initial!r}")
-        self._d, self.update_every, self.initial = d, update_every, initial
-        self.tol, self.max_iter = tol, max_iter
+        self._d, self.update_every, self.initial = int(d), update_every, initial
+        self.tol, self.max_iter = _check_moments_options(tol, max_iter)
         self._betas = starts[initial](d)
         self._history: list[dict[str, Any]] = []
 
@@ -200,7 +266,8 @@ class MomentsSchedule(Schedule):
         evidence: float | None = None,
         log_weights: Callable[[], Tensor] | None = None,
     ) -> None:
-        if epoch <= 0 or epoch % self.update_every != 0:
+        epoch = check_int("epoch", epoch, 0)
+        if epoch == 0 or epoch % self.update_every != 0:
             return
         if log_weights is None:
             raise ValueError(
@@ -217,8 +284,22 @@ class MomentsSchedule(Schedule):
         return {"betas": self._betas.clone(), "history": self.history()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        betas = validate_schedule(state["betas"])
-        if betas.numel() != self._d:
-            raise ValueError(f"state holds a schedule of d={betas.numel()}, this schedule has d={self._d}")
+        """Restore :meth:`state_dict` output (the same ``d``); ``ValueError`` naming a bad key."""
+        betas = _state_betas(state, "MomentsSchedule", self._d)
+        history = check_state(state, ["history"], "MomentsSchedule")["history"]
+        if not isinstance(history, list) or not all(_is_moments_record(r, self._d) for r in history):
+            raise ValueError(
+                "MomentsSchedule state key 'history' must be a list of {'epoch': int, 'betas': "
+                f"list of {self._d} floats}} records; got {history!r:.200}"
+            )
         self._betas = betas
-        self._history = [dict(record, betas=list(record["betas"])) for record in state["history"]]
+        self._history = [dict(record, betas=list(record["betas"])) for record in history]
+
+
+def _is_moments_record(record: Any, d: int) -> bool:
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("epoch"), int)
+        and isinstance(record.get("betas"), list)
+        and len(record["betas"]) == d
+    )

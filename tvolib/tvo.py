@@ -25,6 +25,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from tvolib.checks import check_betas, check_int, check_log_w
+
 __all__ = [
     "RULES",
     "EvidenceSpec",
@@ -38,28 +40,31 @@ __all__ = [
     "validate_schedule",
 ]
 
+#: Riemann-sum rules accepted by :func:`riemann_weights` and :func:`tvo_bound`.
 RULES = ("left", "right", "trapezoid")
+
+_D_NAME = "d (the number of left points, including b_0 = 0)"
 
 
 def validate_schedule(betas: Tensor | list[float]) -> Tensor:
-    """Return ``betas`` as a 1-D float64 CPU tensor after checking it is a valid left-point schedule.
+    """Check that ``betas`` is a left-point schedule for Eq. 5 and return it as float64.
 
-    Raises ``ValueError`` (saying what is wrong and what is accepted) unless ``betas`` is a
-    non-empty, finite, 1-D sequence with first point 0, strictly increasing, and every point in [0, 1).
+    Accepted: a non-empty, finite, 1-D sequence ``0 = b_0 < b_1 < ... < b_{d-1} < 1``.
+
+    Args:
+        betas: the left points (tensor, list or tuple).
+
+    Returns:
+        A 1-D float64 CPU tensor of shape ``(d,)``.
+
+    Raises:
+        ValueError: naming what is wrong (shape, non-finite, first point, order or range).
+
+    Example:
+        >>> validate_schedule([0.0, 0.3, 0.6]).dtype
+        torch.float64
     """
-    t = torch.as_tensor(betas, dtype=torch.float64).detach().cpu()
-    accepted = "a non-empty 1-D sequence 0 = b_0 < b_1 < ... < b_{d-1} < 1"
-    if t.ndim != 1 or t.numel() == 0:
-        raise ValueError(f"schedule must be {accepted}; got shape {tuple(t.shape)}")
-    if not torch.isfinite(t).all():
-        raise ValueError(f"schedule must be {accepted}; got non-finite values {t.tolist()}")
-    if t[0].item() != 0.0:
-        raise ValueError(f"schedule must be {accepted}; first point is {t[0].item()!r}, not 0")
-    if t.numel() > 1 and not (t[1:] > t[:-1]).all():
-        raise ValueError(f"schedule must be {accepted}; got a non-increasing sequence {t.tolist()}")
-    if (t >= 1).any() or (t < 0).any():
-        raise ValueError(f"schedule must be {accepted}; got points outside [0, 1): {t.tolist()}")
-    return t
+    return check_betas(betas, name="schedule")
 
 
 @dataclass(frozen=True)
@@ -68,12 +73,28 @@ class EvidenceSpec:
 
     The paper (Appendix A, "Reward Evaluation") uses the TVO left Riemann sum over a fixed linear
     schedule of 50 points; the authors' code uses the trapezoid rule over 50 points
-    ``10**linspace(-9, 0, 50)``. ``betas`` here are the quadrature nodes *including* 1 for
-    ``rule='trapezoid'``; for ``rule='left'`` they are left points (1 is appended).
+    ``10**linspace(-9, 0, 50)``.
+
+    Attributes:
+        betas: for ``rule='left'`` a left-point schedule (1 is appended); for ``rule='trapezoid'``
+            the quadrature nodes, strictly increasing in [0, 1] and ending at 1.
+        rule: ``'left'`` or ``'trapezoid'``. Both are checked when the spec is built.
+
+    Example:
+        >>> EvidenceSpec.paper(4)
+        EvidenceSpec(betas=(0.0, 0.25, 0.5, 0.75), rule='left')
     """
 
     betas: tuple[float, ...]
     rule: Literal["left", "trapezoid"] = "left"
+
+    def __post_init__(self) -> None:
+        if self.rule == "left":
+            check_betas(self.betas, name="EvidenceSpec.betas")
+        elif self.rule == "trapezoid":
+            _check_trapezoid_nodes(self.betas)
+        else:
+            raise ValueError(f"EvidenceSpec.rule must be 'left' or 'trapezoid'; got {self.rule!r}")
 
     @classmethod
     def paper(cls, d: int = 50) -> "EvidenceSpec":
@@ -86,19 +107,43 @@ class EvidenceSpec:
         return cls(betas=tuple(torch.logspace(-9, 0, d, dtype=torch.float64).tolist()), rule="trapezoid")
 
 
-def _check_d(d: int) -> int:
-    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-        raise ValueError(f"d (the number of left points, including b_0 = 0) must be an int >= 1; got {d!r}")
-    return d
+def _check_trapezoid_nodes(betas: tuple[float, ...]) -> Tensor:
+    try:
+        nodes = torch.as_tensor(betas, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        nodes = torch.zeros(0)
+    ok = (
+        nodes.ndim == 1
+        and nodes.numel() >= 2
+        and bool(torch.isfinite(nodes).all())
+        and bool((nodes[1:] > nodes[:-1]).all())
+        and nodes[0].item() >= 0
+        and nodes[-1].item() == 1.0
+    )
+    if not ok:
+        raise ValueError(
+            "EvidenceSpec.betas (trapezoid nodes) must be >= 2 finite, strictly increasing points in "
+            f"[0, 1] ending at 1; got {betas!r}"
+        )
+    return nodes
 
 
 def linear(d: int) -> Tensor:
-    """Left points of the uniform partition of [0, 1] into ``d`` intervals: ``arange(d) / d``.
+    """Left points of the uniform partition of [0, 1] into ``d`` intervals: ``b_j = j / d``.
 
     ``linear(50)`` is the paper's reward schedule (Appendix A, "Reward Evaluation").
-    Returns a float64 CPU tensor of shape ``(d,)``.
+
+    Args:
+        d: number of left points, including ``b_0 = 0`` (an int >= 1).
+
+    Returns:
+        A float64 CPU tensor of shape ``(d,)``.
+
+    Example:
+        >>> linear(4).tolist()
+        [0.0, 0.25, 0.5, 0.75]
     """
-    _check_d(d)
+    check_int(_D_NAME, d, 1)
     return torch.arange(d, dtype=torch.float64) / d
 
 
@@ -106,34 +151,59 @@ def log_uniform(d: int, beta1: float = 0.025) -> Tensor:
     """``[0] + logspace(log10(beta1), 0, d)[:-1]``: 0, then log spacing from ``beta1`` towards 1.
 
     The paper's log baseline with ``beta1 = 0.025`` (Section 4, from the grid search of Masrani et
-    al. 2019); for d = 5 this is 0, .025, .0629, .1581, .3976. ``d = 1`` gives [0]
-    (the ELBO). Returns a float64 CPU tensor of shape ``(d,)``.
+    al. 2019). ``d = 1`` gives ``[0]`` (the ELBO).
+
+    Args:
+        d: number of left points, including ``b_0 = 0`` (an int >= 1).
+        beta1: the first point after 0, in (0, 1).
+
+    Returns:
+        A float64 CPU tensor of shape ``(d,)``.
+
+    Example:
+        >>> [round(b, 4) for b in log_uniform(5).tolist()]
+        [0.0, 0.025, 0.0629, 0.1581, 0.3976]
     """
-    _check_d(d)
+    check_int(_D_NAME, d, 1)
     if not (isinstance(beta1, (int, float)) and math.isfinite(beta1) and 0.0 < beta1 < 1.0):
         raise ValueError(f"beta1 must be a float in (0, 1); got {beta1!r}")
     points = torch.logspace(math.log10(beta1), 0.0, d, dtype=torch.float64)[:-1]
     return validate_schedule(torch.cat([torch.zeros(1, dtype=torch.float64), points]))
 
 
-
-def _check_log_w(log_w: Tensor) -> None:
-    if not isinstance(log_w, Tensor) or log_w.ndim != 2 or log_w.shape[0] < 1:
-        shape = tuple(log_w.shape) if isinstance(log_w, Tensor) else type(log_w).__name__
-        raise ValueError(f"log_w must be a tensor of shape (S, B) with S >= 1 samples first; got {shape}")
-
-
 def snis_integrand(log_w: Tensor, betas: Tensor | list[float]) -> Tensor:
-    """SNIS estimates of ``E_{pi_beta}[log w]`` (Eq. 4) for every beta at once: ``(d, B)``.
+    """SNIS estimates of the integrand ``E_{pi_beta}[log w]`` (Eq. 4) for every beta at once.
 
-    ``log_w`` is ``(S, B)``; ``betas`` any 1-D sequence (not validated as a schedule, so it can
-    also hold the right end point 1). The normalised weights are ``softmax(beta * log w)`` over the
-    samples, computed for all betas in one broadcast ``(d, S, B)`` operation. Differentiable.
+    ``E_{pi_beta}[log w] ≈ sum_s softmax_s(beta log w_s) log w_s``, computed for all betas in one
+    broadcast ``(d, S, B)`` operation; differentiable. A weight ``w_s = 0`` (``log w_s = -inf``)
+    has ``w_s^0 = 1`` and ``w_s^beta = 0`` for ``beta > 0``: at beta = 0 the estimate is then
+    ``-inf`` (the ELBO of a sample with zero weight), for beta > 0 the sample drops out, and a
+    data point whose samples all have zero weight gets ``-inf`` everywhere.
+
+    Args:
+        log_w: ``(S, B)`` log importance weights (floating point; no NaN or +inf).
+        betas: any 1-D sequence of points (not validated as a schedule, so it may hold 1).
+
+    Returns:
+        A tensor ``(d, B)`` in ``log_w``'s dtype and device.
+
+    Example:
+        >>> snis_integrand(torch.zeros(4, 2), [0.0, 1.0])
+        tensor([[0., 0.],
+                [0., 0.]])
     """
-    _check_log_w(log_w)
+    check_log_w(log_w)
     b = torch.as_tensor(betas, dtype=log_w.dtype, device=log_w.device).reshape(-1)
-    weights = torch.softmax(b[:, None, None] * log_w[None], dim=1)
-    return (weights * log_w[None]).sum(dim=1)
+    zero_weight = torch.isneginf(log_w)
+    if not bool(zero_weight.any()):
+        weights = torch.softmax(b[:, None, None] * log_w[None], dim=1)
+        return (weights * log_w[None]).sum(dim=1)
+    logits = b[:, None, None] * log_w.masked_fill(zero_weight, 0.0)[None]
+    logits = logits.masked_fill(zero_weight[None] & (b[:, None, None] > 0), -math.inf)
+    weights = torch.softmax(logits, dim=1)
+    terms = torch.where(weights > 0, weights * log_w[None], torch.zeros((), dtype=log_w.dtype, device=log_w.device))
+    values = terms.sum(dim=1)
+    return values.masked_fill(zero_weight.all(dim=0)[None], -math.inf)
 
 
 def riemann_weights(betas: Tensor | list[float], rule: str = "left") -> tuple[Tensor, Tensor]:
@@ -142,7 +212,18 @@ def riemann_weights(betas: Tensor | list[float], rule: str = "left") -> tuple[Te
     With ``delta_j = b_{j+1} - b_j`` (``b_d = 1``): ``left`` puts ``delta_j`` on ``b_j`` (the TVO,
     a lower bound since the integrand increases), ``right`` puts it on ``b_{j+1}`` (an upper
     bound for the exact integrand; with SNIS estimates it need not be one), ``trapezoid`` averages
-    the two. Returns two float64 CPU tensors of shape ``(d + 1,)``.
+    the two.
+
+    Args:
+        betas: a left-point schedule (see :func:`validate_schedule`).
+        rule: one of :data:`RULES`.
+
+    Returns:
+        ``(nodes, weights)``, two float64 CPU tensors of shape ``(d + 1,)``.
+
+    Example:
+        >>> riemann_weights([0.0, 0.5])[1].tolist()
+        [0.5, 0.5, 0.0]
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}; got {rule!r}")
@@ -156,11 +237,24 @@ def riemann_weights(betas: Tensor | list[float], rule: str = "left") -> tuple[Te
 
 
 def tvo_bound(log_w: Tensor, betas: Tensor | list[float], rule: str = "left") -> Tensor:
-    """Riemann sum of the SNIS integrand over a schedule: ``(B,)``.
+    """Riemann sum of the SNIS integrand over a schedule; ``rule='left'`` is the TVO (Eq. 5).
 
-    ``rule='left'`` is the TVO lower bound (Eq. 5); ``betas=[0]`` gives the ELBO (Eq. 1, the mean of
-    ``log w``). ``right`` is an upper bound for the exact integrand (with SNIS estimates it need not
-    be one), ``trapezoid`` the trapezoid rule.
+    ``TVO = sum_j (b_{j+1} - b_j) E_{pi_{b_j}}[log w]`` with ``b_d = 1``. ``betas=[0]`` gives the
+    ELBO (Eq. 1, the mean of ``log w``). ``right`` is an upper bound for the exact integrand (with
+    SNIS estimates it need not be one), ``trapezoid`` the trapezoid rule. A ``-inf`` log weight
+    gives ``-inf`` for the left and trapezoid rules (their beta = 0 term), see :func:`snis_integrand`.
+
+    Args:
+        log_w: ``(S, B)`` log importance weights.
+        betas: a left-point schedule (see :func:`validate_schedule`).
+        rule: one of :data:`RULES`.
+
+    Returns:
+        A tensor ``(B,)``, differentiable with respect to ``log_w``.
+
+    Example:
+        >>> tvo_bound(torch.zeros(3, 2), [0.0, 0.5]).tolist()
+        [0.0, 0.0]
     """
     nodes, weights = riemann_weights(betas, rule)
     used = weights != 0
@@ -169,38 +263,45 @@ def tvo_bound(log_w: Tensor, betas: Tensor | list[float], rule: str = "left") ->
 
 
 def iwae_bound(log_w: Tensor) -> Tensor:
-    """The IWAE-S bound ``logsumexp_s(log w_s) - log S`` (Burda et al. 2016): ``(B,)``."""
-    _check_log_w(log_w)
+    """The IWAE-S bound ``logsumexp_s(log w_s) - log S`` (Burda et al. 2016).
+
+    Args:
+        log_w: ``(S, B)`` log importance weights.
+
+    Returns:
+        A tensor ``(B,)``.
+
+    Example:
+        >>> iwae_bound(torch.zeros(5, 1)).tolist()
+        [0.0]
+    """
+    check_log_w(log_w)
     return torch.logsumexp(log_w, dim=0) - math.log(log_w.shape[0])
 
 
 def log_evidence(log_w: Tensor, spec: EvidenceSpec) -> Tensor:
-    """The log-evidence estimate ``L`` named by ``spec`` (the bandit's reward signal): ``(B,)``.
+    """The log-evidence estimate ``L`` named by ``spec`` (the bandit's reward signal).
 
-    ``rule='left'``: the TVO left sum over the left points ``spec.betas`` (the paper, Appendix A:
-    ``EvidenceSpec.paper()``, linear d = 50). ``rule='trapezoid'``: the trapezoid rule over the nodes
-    ``spec.betas``, which must increase strictly within [0, 1] and end at 1 (the authors' code:
-    ``EvidenceSpec.authors_code()``, nodes ``10**linspace(-9, 0, 50)``).
+    ``rule='left'``: the TVO left sum (Eq. 5) over the left points ``spec.betas`` (the paper,
+    Appendix A: ``EvidenceSpec.paper()``, linear d = 50). ``rule='trapezoid'``: the trapezoid rule
+    over the nodes ``spec.betas`` (the authors' code: ``EvidenceSpec.authors_code()``, nodes
+    ``10**linspace(-9, 0, 50)``).
+
+    Args:
+        log_w: ``(S, B)`` log importance weights.
+        spec: an :class:`EvidenceSpec`.
+
+    Returns:
+        A tensor ``(B,)``.
+
+    Example:
+        >>> log_evidence(torch.zeros(3, 2), EvidenceSpec.paper()).tolist()
+        [0.0, 0.0]
     """
     if not isinstance(spec, EvidenceSpec):
         raise ValueError(f"spec must be an EvidenceSpec; got {type(spec).__name__}")
     if spec.rule == "left":
         return tvo_bound(log_w, spec.betas, "left")
-    if spec.rule != "trapezoid":
-        raise ValueError(f"EvidenceSpec.rule must be 'left' or 'trapezoid'; got {spec.rule!r}")
-    nodes = torch.as_tensor(spec.betas, dtype=torch.float64)
-    ok = (
-        nodes.ndim == 1
-        and nodes.numel() >= 2
-        and bool(torch.isfinite(nodes).all())
-        and bool((nodes[1:] > nodes[:-1]).all())
-        and nodes[0].item() >= 0
-        and nodes[-1].item() == 1.0
-    )
-    if not ok:
-        raise ValueError(
-            "trapezoid nodes must be >= 2 finite, strictly increasing points in [0, 1] ending at 1; "
-            f"got {spec.betas!r}"
-        )
+    nodes = _check_trapezoid_nodes(spec.betas)
     values = snis_integrand(log_w, nodes)
     return torch.trapezoid(values, x=nodes.to(values), dim=0)

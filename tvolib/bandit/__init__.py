@@ -3,13 +3,16 @@
 * :mod:`.kernels` -- the time kernel ``(1 - omega)^{|t - t'|/2}`` and the SE kernel on sorted arms;
 * :mod:`.model` -- the exact GP, its data normalisation and the warm-started MAP fit;
 * :mod:`.acquisition` -- ``kappa_t`` of Theorem 1 and GP-UCB maximised with BoTorch;
-* :mod:`.scheduler` -- :class:`GPBanditSchedule` and :class:`RandomSchedule` (windows, rewards, state);
+* :mod:`.reward` -- windows, the reward ``L_end - L_start`` (Eq. 7) and the early-update rule;
+* :mod:`.base` -- arms, rounds, history and checked state shared by both schedules;
+* :mod:`.scheduler` -- :class:`GPBanditSchedule` and :class:`RandomSchedule`;
 * :mod:`.posterior` -- :func:`reward_posterior`, the GP rebuilt from a recorded history.
 """
 from .acquisition import theorem1_kappa
 from .model import Hyperparameters
 from .posterior import reward_posterior
-from .scheduler import GPBanditSchedule, RandomSchedule, evidence_spec_for
+from .reward import evidence_spec_for
+from .scheduler import GPBanditSchedule, RandomSchedule
 
 __all__ = [
     "GPBanditSchedule",

@@ -1,4 +1,4 @@
-"""GP-UCB acquisition of the bandit (Section 4.1, Eq. acquisition_function; Theorem 1), via BoTorch.
+"""GP-UCB acquisition of the bandit (Section 4.1, Eq. 17; Theorem 1), via BoTorch.
 
 ``beta_{t+1} = argmax_b mu_t(b) + sqrt(kappa_t) sigma_t(b)`` at the current time, with ``kappa_t``
 from Theorem 1 and the time column of the GP input held fixed (BoTorch ``optimize_acqf`` with
@@ -35,6 +35,19 @@ def theorem1_kappa(n_rounds: int, dim: int, *, delta: float = 0.1, a: float = 1.
     ``P(sup |df/db_j| >= L) <= a exp(-(L / b)^2)``. Defaults: ``delta = 0.1`` (a 90% bound),
     ``a = b = 1`` (unit-scale gradients for standardised rewards on the normalised box) -- the
     paper gives no values.
+
+    Args:
+        n_rounds: completed bandit rounds ``n >= 1``.
+        dim: dimension of the arm (``d - 1`` for a schedule of ``d`` left points).
+        delta: failure probability in (0, 1).
+        a, b: the Lipschitz-tail constants, > 0.
+
+    Returns:
+        ``kappa`` as a float (the acquisition uses ``sqrt(kappa)``).
+
+    Example:
+        >>> round(theorem1_kappa(40, 2), 1)
+        59.8
     """
     if n_rounds < 1:
         raise ValueError(f"n_rounds must be >= 1; got {n_rounds}")
@@ -52,7 +65,7 @@ def theorem1_kappa(n_rounds: int, dim: int, *, delta: float = 0.1, a: float = 1.
 
 
 class GPUCB(AcquisitionFunction):
-    """``mu(x) + sqrt(kappa) sigma(x)`` (Eq. acquisition_function) on a :class:`BanditGP`, ``q = 1``.
+    """``mu(x) + sqrt(kappa) sigma(x)`` (Eq. 17) on a :class:`BanditGP`, ``q = 1``.
 
     Same value as BoTorch's ``UpperConfidenceBound(model, beta=kappa)``; written out (three lines)
     because that class moves the model to the input's device and builds a posterior object on every

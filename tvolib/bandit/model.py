@@ -6,8 +6,8 @@ Model: ``y = f(x) + eps``, ``f ~ GP(0, k)``, ``eps ~ N(0, noise)``, on inputs
 ``y`` standardised (zero mean, unit variance), so the kernel has no output scale (Appendix B).
 
 Hyperparameters ``(l, omega, noise)`` are fitted by MAP, i.e. by maximising
-``log N(y | 0, K + noise I) + log p(l) + log p(rho) + log p(noise)`` (Appendix B's Eq.
-``MarginalLLK`` with the standard *minus* sign on the quadratic term; the paper prints a plus),
+``log N(y | 0, K + noise I) + log p(l) + log p(rho) + log p(noise)`` (Appendix B, Eq. 19, with
+the standard *minus* sign on the quadratic term; the paper prints a plus),
 warm-started from the previous round. Priors (stated, all weak):
 
 * length-scale ``l`` (normalised arm units): ``LogNormal(sqrt(2) + log(n_arm) / 2, sqrt(3))``,
@@ -17,16 +17,11 @@ warm-started from the previous round. Priors (stated, all weak):
 * noise variance (standardised units): ``Gamma(1.1, 0.05)`` (BoTorch's classic weak default),
   constrained to ``>= 1e-6``.
 
-Why the linear algebra is written by hand: the kernels are GPyTorch modules and the priors GPyTorch
-priors, but the exact-GP algebra (one Cholesky factor, the posterior of Section 4.1 and the log
-marginal likelihood) is a few lines of torch here. Through GPyTorch's ``ExactGP`` + BoTorch ``fit_gpytorch_mll`` one
-MAP-objective evaluation (with gradient) at N = 1000 took ~150 ms and one ``optimize_acqf`` call
-1.3-2.3 s on this (shared) CPU, mostly linear_operator overhead, against the 0.5 s per-round budget
-of issue 4; the hand-written path (one Cholesky factor and its inverse per evaluation, the last
-evaluation's inverse reused for predictions) brings both down several-fold
-(benchmarks/README_bandit.md). The model is still a
-BoTorch :class:`~botorch.models.model.Model`, so BoTorch's acquisition functions and
-``optimize_acqf`` run on it unchanged.
+The kernels are GPyTorch modules and the priors GPyTorch priors, but the exact-GP algebra (one
+Cholesky factor and its inverse per evaluation, the posterior of Eqs. 15-16, the log marginal
+likelihood) is a few lines of torch, which avoids GPyTorch's ``ExactGP`` overhead (timings in
+``benchmarks/``). The model is still a BoTorch :class:`~botorch.models.model.Model`, so BoTorch's
+acquisition functions and ``optimize_acqf`` run on it unchanged.
 """
 from __future__ import annotations
 
@@ -151,10 +146,10 @@ def training_data(
 class _GaussianLogLikelihood(torch.autograd.Function):
     """``log N(y | 0, K)`` with the analytic gradient ``d/dK = (alpha alpha^T - K^{-1}) / 2``.
 
-    Written by hand (Appendix B: "providing the analytical gradient") because autograd through
-    ``torch.linalg.cholesky`` cost ~0.45 s per evaluation at N = 1000 here against ~0.1 s for this
-    (one Cholesky factor and one ``cholesky_inverse``); gradients to the hyperparameters then flow
-    through the kernel by ordinary autograd.
+    Written by hand (Appendix B: "providing the analytical gradient") because it needs one
+    Cholesky factor and one ``cholesky_inverse``, several times cheaper than autograd through
+    ``torch.linalg.cholesky`` (timings in ``benchmarks/``); gradients to the hyperparameters then
+    flow through the kernel by ordinary autograd.
 
     ``stash`` (a dict, optional) receives ``alpha = K^{-1} y`` and, after the backward pass,
     ``K_inv``: the posterior cache at these hyperparameters, so the final evaluation of a fit

@@ -17,15 +17,33 @@ from tvolib.models.vae import GaussianVAE
 
 __all__ = ["MODELS", "GaussianVAE", "LatentVariableModel", "LinearGaussian", "SigmoidBeliefNetwork", "build_model"]
 
+#: Models buildable by name (the trainer's ``model`` field).
 MODELS: dict[str, type[LatentVariableModel]] = {"vae": GaussianVAE, "sbn": SigmoidBeliefNetwork}
 
 
 def build_model(name: str, *, train_mean: Tensor | None = None, **options: Any) -> LatentVariableModel:
-    """A fresh model by name (``"vae"`` or ``"sbn"``), float32 on the CPU (move it with ``.to``).
+    """A fresh model by name, float32 on the CPU (move it with ``.to``).
 
-    ``train_mean`` (the per-pixel training mean) initialises the SBN's output bias and centres its
-    encoder input; the VAE ignores it (default initialisation, Appendix A). ``options`` are the
-    model's constructor arguments (e.g. ``hidden``, ``latent_dim`` or ``latent_dims``).
+    Option values are checked by the constructors, so building a model is also the cheap way to
+    validate a configuration's ``model_options``.
+
+    Args:
+        name: a key of :data:`MODELS` (``"vae"`` or ``"sbn"``).
+        train_mean: the per-pixel training mean; initialises the SBN's output bias and centres its
+            encoder input. The VAE ignores it (default initialisation, Appendix A).
+        **options: the model's constructor arguments (``hidden``, ``latent_dim``, ``activation``
+            for the VAE; ``latent_dims`` for the SBN; ``data_dim`` for both).
+
+    Returns:
+        A :class:`LatentVariableModel`.
+
+    Raises:
+        ValueError: for an unknown name, an unknown option, or a bad option value (e.g.
+            ``hidden=7``: "hidden must be a sequence of positive ints").
+
+    Example:
+        >>> build_model("vae", hidden=(100, 100), latent_dim=25).latent_dim
+        25
     """
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; accepted: {sorted(MODELS)}")

@@ -1,4 +1,4 @@
-"""The interface every latent-variable model offers to the objectives (ARCHITECTURE.md)."""
+"""The interface every latent-variable model offers to the objectives."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -7,28 +7,15 @@ from typing import Iterator
 import torch
 from torch import Tensor, nn
 
-__all__ = ["LatentVariableModel", "check_batch", "check_samples"]
-
-
-def check_batch(x: Tensor, data_dim: int) -> Tensor:
-    """``x`` as a float ``(B, data_dim)`` tensor, or a ``ValueError`` saying what was expected."""
-    if not isinstance(x, Tensor) or x.ndim != 2 or x.shape[1] != data_dim or x.shape[0] < 1:
-        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(f"x must be a tensor of shape (B, {data_dim}) with B >= 1; got {shape}")
-    return x if x.is_floating_point() else x.float()
-
-
-def check_samples(S: int) -> int:
-    if isinstance(S, bool) or not isinstance(S, int) or S < 1:
-        raise ValueError(f"S (samples per data point) must be an int >= 1; got {S!r}")
-    return S
+__all__ = ["LatentVariableModel"]
 
 
 class LatentVariableModel(nn.Module, ABC):
     """A generative model p_theta(x, z) with an inference network q_phi(z | x).
 
     ``discrete`` says whether z is discrete (no reparameterisation; score-function gradients).
-    Samples come from torch's global RNG on the model's device.
+    Samples come from torch's global RNG on the model's device. Implementations check their
+    inputs with :mod:`tvolib.checks` (shape, dtype, device, finiteness, binary values).
     """
 
     discrete: bool = False

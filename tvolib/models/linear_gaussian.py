@@ -19,7 +19,8 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Normal
 
-from tvolib.models.base import LatentVariableModel, check_samples
+from tvolib.checks import check_finite_float, check_samples
+from tvolib.models.base import LatentVariableModel
 
 __all__ = ["LinearGaussian"]
 
@@ -27,7 +28,19 @@ _LOG_2PI = math.log(2 * math.pi)
 
 
 class LinearGaussian(LatentVariableModel):
-    """z ~ N(0,1), x|z ~ N(a z + b, s^2), q(z|x) = N(c x + m, v); data ``x`` of shape ``(B, 1)`` or ``(B,)``."""
+    """z ~ N(0,1), x|z ~ N(a z + b, s^2), q(z|x) = N(c x + m, v); data ``x`` of shape ``(B, 1)`` or ``(B,)``.
+
+    Args:
+        a, b, s: the generative model (``s > 0`` the noise standard deviation).
+        m, v, c: the inference model (``v > 0`` the variance of q).
+        dtype: parameter dtype (float64 for accurate checks).
+
+    Example:
+        >>> toy = LinearGaussian(a=1.5, v=0.5)
+        >>> x = torch.tensor([[0.3]], dtype=torch.float64)
+        >>> bool(toy.elbo(x) < toy.log_px(x))
+        True
+    """
 
     discrete = False
 
@@ -42,8 +55,10 @@ class LinearGaussian(LatentVariableModel):
         dtype: torch.dtype = torch.float64,
     ) -> None:
         super().__init__()
-        if not (s > 0 and v > 0):
-            raise ValueError(f"s and v must be positive; got s={s!r}, v={v!r}")
+        for name, value in (("a", a), ("b", b), ("m", m), ("c", c)):
+            check_finite_float(name, value)
+        s = check_finite_float("s", s, minimum=0.0, strict=True)
+        v = check_finite_float("v", v, minimum=0.0, strict=True)
 
         def param(value: float) -> nn.Parameter:
             return nn.Parameter(torch.tensor(float(value), dtype=dtype))

@@ -1,6 +1,6 @@
 """Sigmoid Belief Network for binarized MNIST / Omniglot (Mnih & Gregor 2014; paper Section 4).
 
-Following the TVO authors' code (REFERENCE.md): three stochastic layers of 25 Bernoulli units
+As in the TVO authors' code: three stochastic layers of 25 Bernoulli units
 joined by single linear maps (no deterministic hidden layers), in both directions:
 
 * generative: z_L ~ Bernoulli(sigmoid(prior_logits)) (learned), z_l | z_{l+1} and x | z_1 are
@@ -20,7 +20,8 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Bernoulli
 
-from tvolib.models.base import LatentVariableModel, check_batch, check_samples
+from tvolib.checks import check_batch, check_int, check_positive_ints, check_samples
+from tvolib.models.base import LatentVariableModel
 
 __all__ = ["SigmoidBeliefNetwork"]
 
@@ -30,7 +31,23 @@ def _bernoulli(logits: Tensor) -> Bernoulli:
 
 
 class SigmoidBeliefNetwork(LatentVariableModel):
-    """Stacked Bernoulli latent layers; ``latent_dims[0]`` is the layer next to x."""
+    """Stacked Bernoulli latent layers; ``latent_dims[0]`` is the layer next to x.
+
+    ``log p(x, z) = log p(z_L) + sum_l log p(z_l | z_{l+1}) + log p(x | z_1)``, every factor a
+    product of Bernoullis with logits ``W (2 z - 1) + b``. Data must be binary (0 or 1).
+
+    Args:
+        data_dim: pixels per image (784 for MNIST).
+        latent_dims: widths of the stochastic layers, a non-empty sequence of positive ints.
+        train_mean: per-pixel training mean ``(data_dim,)`` (output bias and encoder centring);
+            ``None`` uses 0.5.
+
+    Example:
+        >>> sbn = SigmoidBeliefNetwork(latent_dims=(3,))
+        >>> log_p, log_q = sbn.log_joint_and_q(torch.ones(2, 784), S=5, reparam=False)
+        >>> log_q.shape
+        torch.Size([5, 2])
+    """
 
     discrete = True
 
@@ -41,12 +58,9 @@ class SigmoidBeliefNetwork(LatentVariableModel):
         train_mean: Tensor | None = None,
     ) -> None:
         super().__init__()
+        data_dim = check_int("data_dim", data_dim, 1)
+        latent_dims = check_positive_ints("latent_dims", latent_dims)
         dims = [data_dim, *latent_dims]
-        if not latent_dims or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in dims):
-            raise ValueError(
-                f"data_dim and latent_dims (a non-empty sequence) must be positive ints; got "
-                f"data_dim={data_dim!r}, latent_dims={latent_dims!r}"
-            )
         if train_mean is None:
             mean = torch.full((data_dim,), 0.5)
         else:
@@ -76,7 +90,7 @@ class SigmoidBeliefNetwork(LatentVariableModel):
     def log_joint_and_q(self, x: Tensor, S: int, reparam: bool) -> tuple[Tensor, Tensor]:
         if reparam:
             raise ValueError("the SBN has discrete latents: no reparameterisation, call with reparam=False")
-        x = check_batch(x, self.data_dim)
+        x = self._check_x(x)
         q = _bernoulli(self.encoder[0](self._encoder_input(x)))
         zs = [q.sample((check_samples(S),))]  # (S, B, d_1); the first map is shared by the S samples
         log_q = q.log_prob(zs[0]).sum(-1)
@@ -93,8 +107,11 @@ class SigmoidBeliefNetwork(LatentVariableModel):
         x = zs.pop()
         return torch.cat(zs[::-1], dim=-1), x
 
+    def _check_x(self, x: Tensor) -> Tensor:
+        return check_batch(x, data_dim=self.data_dim, binary=True, like=self.prior_logits)
+
     def log_q_given(self, z: Tensor, x: Tensor) -> Tensor:
-        x = check_batch(x, self.data_dim)
+        x = self._check_x(x)
         if z.shape[-1] != sum(self.latent_dims):
             raise ValueError(f"z must have {sum(self.latent_dims)} units in its last dimension; got {tuple(z.shape)}")
         zs = z.split(list(self.latent_dims), dim=-1)

@@ -1,10 +1,10 @@
 """Gaussian VAE for (dynamically binarised) MNIST and Fashion-MNIST (paper Appendix A).
 
-Architecture, following the authors' code (REFERENCE.md): encoder 784 -> [100, 100] tanh -> a
-25-dimensional diagonal Gaussian q(z|x) (mean and log standard deviation); N(0, I) prior (fixed);
-decoder 25 -> [100, 100] tanh -> 784 Bernoulli logits. The paper's text says "two hidden layers of
-[100, 25] nodes", which we read as hidden width 100 and latent size 25, as the code does. Widths,
-depth and activation are configurable; weights use PyTorch's default initialisation (Appendix A).
+Architecture, as in the authors' code: encoder 784 -> [100, 100] tanh -> a 25-dimensional
+diagonal Gaussian q(z|x) (mean and log standard deviation); N(0, I) prior (fixed); decoder
+25 -> [100, 100] tanh -> 784 Bernoulli logits. The paper's text says "two hidden layers of
+[100, 25] nodes", read as hidden width 100 and latent size 25, as the code does. Widths, depth and
+activation are configurable; weights use PyTorch's default initialisation (Appendix A).
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Bernoulli, Independent, Normal
 
-from tvolib.models.base import LatentVariableModel, check_batch, check_samples
+from tvolib.checks import check_batch, check_int, check_positive_ints, check_samples
+from tvolib.models.base import LatentVariableModel
 
 __all__ = ["GaussianVAE", "mlp"]
 
@@ -34,7 +35,23 @@ def mlp(sizes: Sequence[int], activation: str = "tanh") -> nn.Sequential:
 
 
 class GaussianVAE(LatentVariableModel):
-    """VAE with a diagonal Gaussian q(z|x), N(0, I) prior and Bernoulli likelihood."""
+    """VAE with a diagonal Gaussian q(z|x), N(0, I) prior and Bernoulli likelihood.
+
+    ``log p(x, z) = log N(z; 0, I) + sum_i log Bernoulli(x_i; sigmoid(decoder(z)_i))``.
+
+    Args:
+        data_dim: pixels per image (784 for MNIST).
+        hidden: widths of the deterministic hidden layers, a sequence of positive ints (may be
+            empty); the decoder mirrors them.
+        latent_dim: dimension of z.
+        activation: ``'tanh'`` or ``'relu'``.
+
+    Example:
+        >>> vae = GaussianVAE(hidden=(8,), latent_dim=2)
+        >>> log_p, log_q = vae.log_joint_and_q(torch.zeros(3, 784), S=4, reparam=True)
+        >>> log_p.shape
+        torch.Size([4, 3])
+    """
 
     discrete = False
 
@@ -46,12 +63,8 @@ class GaussianVAE(LatentVariableModel):
         activation: str = "tanh",
     ) -> None:
         super().__init__()
-        sizes = [data_dim, *hidden, latent_dim]
-        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sizes):
-            raise ValueError(
-                f"data_dim, hidden widths and latent_dim must be positive ints; got "
-                f"data_dim={data_dim!r}, hidden={hidden!r}, latent_dim={latent_dim!r}"
-            )
+        data_dim, latent_dim = check_int("data_dim", data_dim, 1), check_int("latent_dim", latent_dim, 1)
+        hidden = check_positive_ints("hidden", hidden, allow_empty=True)
         self.data_dim, self.latent_dim = data_dim, latent_dim
         self.encoder = mlp([data_dim, *hidden, 2 * latent_dim], activation)
         self.decoder = mlp([latent_dim, *reversed(list(hidden)), data_dim], activation)
@@ -68,7 +81,7 @@ class GaussianVAE(LatentVariableModel):
         return prior.log_prob(z).sum(-1) + likelihood.log_prob(x).sum(-1)
 
     def log_joint_and_q(self, x: Tensor, S: int, reparam: bool) -> tuple[Tensor, Tensor]:
-        x = check_batch(x, self.data_dim)
+        x = self._check_x(x)
         q = self.q(x)
         shape = (check_samples(S),)
         z = q.rsample(shape) if reparam else q.sample(shape)
@@ -80,7 +93,10 @@ class GaussianVAE(LatentVariableModel):
         return z, x
 
     def log_q_given(self, z: Tensor, x: Tensor) -> Tensor:
-        return self.q(check_batch(x, self.data_dim)).log_prob(z)
+        return self.q(self._check_x(x)).log_prob(z)
+
+    def _check_x(self, x: Tensor) -> Tensor:
+        return check_batch(x, data_dim=self.data_dim, like=self.decoder[0].weight)
 
     def generative_parameters(self) -> Iterator[nn.Parameter]:
         return self.decoder.parameters()

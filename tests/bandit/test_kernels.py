@@ -49,7 +49,7 @@ def test_time_kernel_decays_monotonically_and_matches_exponential_form() -> None
     ts = torch.linspace(0, 5, 11, dtype=F64).unsqueeze(-1)
     vals = k.forward(t0, ts).detach().reshape(-1)
     assert torch.all(vals[1:] < vals[:-1])
-    # (1 - omega)^{|dt|/2} = exp(-|dt| / l_t) with l_t = -2 / log(1 - omega) (REFERENCE.md note)
+    # (1 - omega)^{|dt|/2} = exp(-|dt| / l_t) with l_t = -2 / log(1 - omega)
     l_t = -2.0 / math.log(1 - 0.3)
     assert torch.allclose(vals, torch.exp(-ts.reshape(-1) / l_t))
     assert math.isclose(float(k.time_lengthscale.detach()), l_t, rel_tol=1e-12)

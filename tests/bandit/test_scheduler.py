@@ -20,7 +20,7 @@ FAST = dict(raw_samples=64, num_restarts=2, acq_maxiter=30, fit_maxiter=20)
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    """Tiny GPs gain nothing from threads; on a shared 2-core machine threads made rounds 5x slower."""
+    """Tiny GPs gain nothing from threads, and extra threads slow them down on a shared machine."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -37,7 +37,7 @@ def roundtrip(state: dict) -> dict:
 # ----- bad inputs and the Schedule interface ---------------------------------------------------
 @pytest.mark.parametrize("d", [0, 1, -3, 2.5, True, "5"])
 def test_rejects_bad_d(d) -> None:
-    with pytest.raises(ValueError, match="d must be an integer >= 2"):
+    with pytest.raises(ValueError, match=r"d \(b_0 = 0 .*\) must be an integer >= 2"):
         GPBanditSchedule(d)
     with pytest.raises(ValueError):
         RandomSchedule(d)
@@ -175,12 +175,25 @@ def test_nan_rewards_are_skipped_and_never_reach_the_gp() -> None:
     for r in gp_rows:
         assert r["n_obs"] == sum(math.isfinite(y) for y in rewards[: r["round"] + 1])
         assert math.isfinite(r["lengthscale"]) and math.isfinite(r["acq_value"])
-    # NaN evidence through step() is skipped the same way
-    s2 = RandomSchedule(3, window=2)
-    with pytest.warns(RuntimeWarning):
+
+
+def test_nan_evidence_is_ignored_and_never_starts_a_window() -> None:
+    s = RandomSchedule(3, window=2)
+    with pytest.warns(RuntimeWarning, match="epoch 2: non-finite evidence nan ignored"):
         for epoch, L in enumerate([0.0, 1.0, float("nan"), 2.0, 3.0, 4.0, 5.0]):
-            s2.step(epoch, evidence=L)
-    assert [r["skipped"] for r in s2.history()] == [True, True, False]
+            s.step(epoch, evidence=L)
+    h = s.history()
+    # round 0 is due at epoch 2 but its report is NaN: it goes on to epoch 3 (same arm), reward L_3 - L_0
+    assert [(r["start_epoch"], r["epoch"], r["reward"], r["skipped"]) for r in h] == [
+        (0, 3, 2.0, False), (3, 5, 2.0, False)]
+    assert h[0]["ignored_epochs"] == [2] and h[1]["ignored_epochs"] == []
+    # a NaN at the very first report does not become the first window's start either
+    s = RandomSchedule(3, window=2)
+    with pytest.warns(RuntimeWarning):
+        s.step(0, evidence=float("nan"))
+    for epoch in (1, 2, 3):
+        s.step(epoch, evidence=float(epoch))
+    assert [(r["start_epoch"], r["epoch"], r["reward"], r["ignored_epochs"]) for r in s.history()] == [(1, 3, 2.0, [0])]
 
 
 def test_gp_bandit_driven_by_step_with_synthetic_evidence() -> None:
@@ -366,3 +379,96 @@ def test_default_gp_bandit_concentrates_near_a_static_optimum() -> None:
         dist = np.linalg.norm(late - np.array([0.3, 0.65]), axis=1)
         assert np.median(dist) < 0.15, late
     assert np.mean(gp) < 0.8 * np.mean(rnd), (gp, rnd)
+
+
+# ---- round 0 starts at L_0; early updates at the threshold ----------------------------------------
+
+
+@pytest.mark.parametrize("cls", [RandomSchedule, GPBanditSchedule])
+def test_round_zero_starts_at_the_untrained_model(cls) -> None:
+    """With step(0, L_0): round 0 trains epochs 1..w and earns L_w - L_0 (the paper's reward)."""
+    s = cls(3, window=6, seed=0, **(FAST if cls is GPBanditSchedule else {}))
+    L = {e: -100.0 + e * e for e in range(20)}
+    arms = {}
+    for epoch in range(13):
+        if epoch:
+            arms[epoch] = s.current_arm().tolist()  # the arm that trains epoch `epoch`
+        s.step(epoch, evidence=L[epoch])
+    h = s.history()
+    assert [(r["start_epoch"], r["epoch"], r["length"]) for r in h] == [(0, 6, 6), (6, 12, 6)]
+    assert h[0]["reward"] == L[6] - L[0] and h[1]["reward"] == L[12] - L[6]
+    assert h[0]["arm"] == arms[1] == arms[6] and h[1]["arm"] == arms[7] == arms[12]
+    assert cls.REVISION == 2
+
+
+def test_without_step_zero_the_first_report_starts_the_window() -> None:
+    s = RandomSchedule(3, window=6, seed=0)
+    for epoch in range(1, 14):
+        s.step(epoch, evidence=float(epoch) ** 2)
+    assert [(r["start_epoch"], r["epoch"], r["reward"]) for r in s.history()] == [(1, 7, 48.0), (7, 13, 120.0)]
+
+
+@pytest.mark.parametrize("reward", ["paper", "code"])
+@pytest.mark.parametrize(("start", "current", "fires"), [
+    (-200.0, -200.05, False),  # exactly 0.05: 0.05000000000001137 in float arithmetic, used to fire
+    (-100.0, -100.05, False),
+    (-200.0, -200.0501, True),
+    (-100.0, -100.0501, True),
+])
+def test_early_update_fires_only_above_the_threshold(reward, start, current, fires) -> None:
+    s = RandomSchedule(3, window=6, early_drop=0.05, reward=reward)
+    s.step(0, evidence=start)
+    s.step(1, evidence=current)
+    assert len(s.history()) == int(fires)
+    if fires:
+        assert s.history()[0]["early"] and s.history()[0]["length"] == 1
+
+
+# ---- load_state_dict checks everything ------------------------------------------------------------
+
+
+def _corrupt(state: dict, key: str, value) -> dict:
+    out = dict(state)
+    out[key] = value
+    return out
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("arm", [0.5], "'arm' must be a list of 2 distinct finite numbers in \\[0.05, 0.95\\]"),
+    ("arm", [0.5, 1.5], "'arm' must be"),
+    ("arm", [0.5, float("nan")], "'arm' must be"),
+    ("arm", [0.5, 0.5], "'arm' must be"),
+    ("round", -1, "'round' must be an int"),
+    ("history", [], "'history' must be a list of 2 round records"),
+    ("start_evidence", float("nan"), "'start_evidence' must be a finite number"),
+    ("start_epoch", 99, "'start_epoch' must be None or an int in \\[0, last_epoch=6\\]"),
+    ("window_evidence", [float("inf")], "'window_evidence' must be a list of finite numbers"),
+    ("ignored_epochs", ["x"], "'ignored_epochs' must be a list of ints"),
+    ("generator", torch.zeros(3, dtype=torch.uint8), "'generator' must be a torch.Generator state"),
+    ("version", 1, "'version' is 1, this code reads format 2"),
+])
+def test_load_state_dict_rejects_bad_entries(key, value, message) -> None:
+    s = RandomSchedule(3, window=3, seed=0)
+    for epoch in range(7):
+        s.step(epoch, evidence=float(epoch))
+    state = roundtrip(s.state_dict())
+    fresh = RandomSchedule(3, window=3, seed=0)
+    with pytest.raises(ValueError, match=message):
+        fresh.load_state_dict(_corrupt(state, key, value))
+    fresh.load_state_dict(state)  # the intact state still loads, and nothing was half-loaded before
+    assert fresh.history() == s.history()
+
+
+@pytest.mark.parametrize("state", [{}, {"betas": [0.0, 0.5]}, {"version": 2}, [1, 2]])
+def test_load_state_dict_rejects_foreign_dicts(state) -> None:
+    with pytest.raises(ValueError, match="RandomSchedule"):
+        RandomSchedule(3).load_state_dict(state)
+
+
+def test_gp_state_checks_hyperparameters() -> None:
+    s = GPBanditSchedule(3, seed=0, **FAST)
+    state = roundtrip(s.state_dict())
+    with pytest.raises(ValueError, match="'hyperparameters'"):
+        GPBanditSchedule(3, seed=0, **FAST).load_state_dict(_corrupt(state, "hyperparameters", {"lengthscale": -1.0}))
+    with pytest.raises(ValueError, match="no key 'hyperparameters'"):
+        GPBanditSchedule(3, seed=0, **FAST).load_state_dict({k: v for k, v in state.items() if k != "hyperparameters"})

@@ -1,4 +1,4 @@
-"""Schedules: validation (property tests), documented points, moments, Schedule objects."""
+"""Schedule objects (tvolib.schedules): the moments schedule, fixed and moments schedules, their state."""
 from __future__ import annotations
 
 import io
@@ -6,90 +6,29 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tvolib.models import LinearGaussian
 from tvolib.schedules import FixedSchedule, MomentsSchedule, moments
-from tvolib.tvo import EvidenceSpec, linear, log_uniform, snis_integrand, validate_schedule
-
-interior = st.lists(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True), max_size=20, unique=True)
+from tvolib.tvo import linear, log_uniform, snis_integrand, validate_schedule
 
 
-@settings(deadline=None)
-@given(interior)
-def test_validate_accepts_every_sorted_schedule_starting_at_zero(points):
-    betas = [0.0, *sorted(points)]
-    out = validate_schedule(betas)
-    assert out.dtype == torch.float64 and out.tolist() == betas
 
 
-@settings(deadline=None)
-@given(interior.filter(lambda p: len(p) >= 1), st.data())
-def test_validate_rejects_bad_schedules(points, data):
-    good = [0.0, *sorted(points)]
-    bad_kind = data.draw(st.sampled_from(["unsorted", "duplicate", "start", "one", "nan", "negative"]))
-    bad = list(good)
-    if bad_kind == "unsorted":
-        bad = [0.0, *sorted(points, reverse=True)]
-        assume(len(points) >= 2)
-    elif bad_kind == "duplicate":
-        bad.insert(1, bad[1])
-    elif bad_kind == "start":
-        bad = bad[1:]
-    elif bad_kind == "one":
-        bad.append(1.0)
-    elif bad_kind == "nan":
-        bad[-1] = math.nan
-    else:
-        bad[0] = -bad[1]
-    with pytest.raises(ValueError, match="schedule must be"):
-        validate_schedule(bad)
 
 
-@pytest.mark.parametrize("bad", [[], [[0.0, 0.5]], torch.zeros(0)])
-def test_validate_rejects_bad_shapes(bad):
-    with pytest.raises(ValueError, match="shape"):
-        validate_schedule(bad)
 
 
-@settings(deadline=None)
-@given(st.integers(1, 200))
-def test_linear_points(d):
-    betas = linear(d)
-    torch.testing.assert_close(betas, torch.tensor([j / d for j in range(d)], dtype=torch.float64))
-    validate_schedule(betas)
 
 
-@settings(deadline=None)
-@given(st.integers(1, 200), st.floats(1e-8, 0.999))
-def test_log_uniform_points(d, beta1):
-    betas = log_uniform(d, beta1)
-    validate_schedule(betas)
-    assert betas.numel() == d
-    if d > 1:
-        assert betas[1].item() == pytest.approx(beta1)
-        ratios = betas[2:] / betas[1:-1]
-        torch.testing.assert_close(ratios, torch.full_like(ratios, beta1 ** (-1 / (d - 1))))
 
 
-def test_log_uniform_reference_values():
-    # REFERENCE.md: K = 5 -> 0, .025, .0629, .1581, .3976 (then 1).
-    expected = torch.tensor([0.0, 0.025, 0.0629, 0.1581, 0.3976], dtype=torch.float64)
-    torch.testing.assert_close(log_uniform(5), expected, atol=5e-5, rtol=0)
-    assert log_uniform(1).tolist() == [0.0]
 
 
-@pytest.mark.parametrize("call", [lambda: linear(0), lambda: linear(2.5), lambda: log_uniform(True)])
-def test_bad_d(call):
-    with pytest.raises(ValueError, match="d \\(the number of left points"):
-        call()
 
 
-@pytest.mark.parametrize("beta1", [0.0, 1.0, -0.1, math.nan])
-def test_bad_beta1(beta1):
-    with pytest.raises(ValueError, match="beta1"):
-        log_uniform(5, beta1)
+
 
 
 # ---- moments -----------------------------------------------------------------------------------
@@ -145,7 +84,7 @@ def test_moments_flat_integrand_falls_back_to_linear():
 
 
 def test_moments_bad_input():
-    with pytest.raises(ValueError, match=r"shape \(S, N\)"):
+    with pytest.raises(ValueError, match=r"shape \(S, B\)"):
         moments(3, torch.zeros(5))
     with pytest.raises(ValueError, match="finite"):
         moments(3, torch.tensor([[0.0, math.inf], [1.0, 2.0]]))
@@ -214,7 +153,53 @@ def test_moments_schedule_updates_every_k_epochs():
         MomentsSchedule(3, update_every=0)
 
 
-def test_evidence_spec_constructors():
-    assert EvidenceSpec.paper(4) == EvidenceSpec(betas=(0.0, 0.25, 0.5, 0.75), rule="left")
-    code = EvidenceSpec.authors_code(3)
-    assert code.rule == "trapezoid" and code.betas == pytest.approx((1e-9, 10**-4.5, 1.0))
+
+
+# ---- option values and state are checked ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    (dict(tol=-1.0), "tol must be a finite number > 0.0; got -1.0"),
+    (dict(tol=math.nan), "tol must be a finite number"),
+    (dict(max_iter=0), "max_iter must be an integer >= 1"),
+    (dict(update_every=0), "update_every must be an integer >= 1"),
+    (dict(d=0), r"d \(the number of left points, including b_0 = 0\) must be an integer >= 1"),
+])
+def test_moments_schedule_checks_options_when_built(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MomentsSchedule(**{"d": 3, **kwargs})
+
+
+@pytest.mark.parametrize("make", [lambda: FixedSchedule(linear(3)), lambda: MomentsSchedule(3)])
+@pytest.mark.parametrize(("state", "message"), [
+    ([1, 2], "load_state_dict needs a dict"),
+    ({}, "state has no key 'betas'"),
+    ({"betas": [0.0, 0.5, 1.5]}, "'betas': schedule must be .*outside"),
+    ({"betas": [0.0, math.nan, 0.5]}, "'betas': schedule must be .*non-finite"),
+])
+def test_schedule_state_is_checked(make, state, message):
+    with pytest.raises(ValueError, match=message):
+        make().load_state_dict(state)
+    if isinstance(make(), MomentsSchedule):  # a fixed schedule may be replaced by any valid one
+        with pytest.raises(ValueError, match="'betas' holds a schedule of d=2, this schedule has d=3"):
+            make().load_state_dict({"betas": [0.0, 0.5], "history": []})
+
+
+def test_moments_history_state_is_checked():
+    s = MomentsSchedule(3)
+    good = s.state_dict()
+    with pytest.raises(ValueError, match="state has no key 'history'"):
+        s.load_state_dict({"betas": good["betas"]})
+    with pytest.raises(ValueError, match="'history' must be a list of"):
+        s.load_state_dict({"betas": good["betas"], "history": [{"epoch": 6, "betas": [0.0]}]})
+
+
+def test_every_schedule_accepts_a_report_at_epoch_zero():
+    log_w = torch.randn(20, 5)
+    for schedule in (FixedSchedule(linear(3)), MomentsSchedule(3, update_every=1)):
+        before = schedule.current()
+        schedule.step(0, evidence=-100.0, log_weights=lambda: log_w)  # the untrained model: no update
+        assert torch.equal(schedule.current(), before) and schedule.history() == []
+        assert schedule.REVISION == 1
+    with pytest.raises(ValueError, match="epoch must be an integer >= 0"):
+        MomentsSchedule(3).step(-1)

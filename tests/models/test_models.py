@@ -34,7 +34,7 @@ def test_registry_and_defaults():
         build_model("gmm")
     with pytest.raises(ValueError, match=r"unknown option\(s\) \['width'\].*accepted"):
         build_model("vae", width=3)
-    with pytest.raises(ValueError, match="positive ints"):
+    with pytest.raises(ValueError, match="latent_dim must be an integer >= 1"):
         build_model("vae", latent_dim=0)
 
 
@@ -167,3 +167,24 @@ def test_toy_sampling_interface(toy):
     assert xs.mean().item() == pytest.approx(0.5, abs=0.03)  # E[x] = b
     assert xs.var().item() == pytest.approx(1.5**2 + 0.8**2, rel=0.03)  # a^2 + s^2
     torch.testing.assert_close(toy.log_q_given(z[:3], xs[:3]), toy.q(xs[:3]).log_prob(z[:3, 0]))
+
+
+@pytest.mark.parametrize(("name", "options", "message"), [
+    ("vae", {"hidden": 7}, r"hidden must be a sequence of positive ints, e.g. \(100, 100\); got 7"),
+    ("vae", {"hidden": (100, 0)}, "hidden must be a sequence of positive ints"),
+    ("vae", {"latent_dim": 0}, "latent_dim must be an integer >= 1"),
+    ("vae", {"activation": "gelu"}, "activation must be one of"),
+    ("sbn", {"latent_dims": 25}, "latent_dims must be a sequence of positive ints"),
+    ("sbn", {"latent_dims": ()}, "latent_dims must be a sequence of positive ints"),
+    ("sbn", {"data_dim": "784"}, "data_dim must be an integer >= 1"),
+])
+def test_option_values_are_checked_when_built(name, options, message):
+    with pytest.raises(ValueError, match=message):
+        build_model(name, **options)
+
+
+def test_linear_gaussian_checks_its_parameters():
+    with pytest.raises(ValueError, match="s must be a finite number > 0.0"):
+        LinearGaussian(s=0.0)
+    with pytest.raises(ValueError, match="a must be a finite number"):
+        LinearGaussian(a=math.nan)

@@ -1,0 +1,422 @@
+"""What the GP bandit and random search share: arms in a box, windows and rounds, history, state.
+
+The window and reward rules themselves are in :mod:`tvolib.bandit.reward`; subclasses only choose
+the next arm (:meth:`BanditScheduleBase._choose_next`).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from abc import abstractmethod
+from typing import Any, ClassVar, Literal
+
+import torch
+from torch import Tensor
+
+from ..checks import check_finite_float, check_int, check_state
+from ..schedules import Schedule
+from .acquisition import project_arm
+from .reward import early_update, evidence_spec_for, window_reward
+
+__all__ = ["BanditScheduleBase"]
+
+#: Format of :meth:`BanditScheduleBase.state_dict`; format 1 predates reward revision 2.
+STATE_VERSION = 2
+
+_STATE_KEYS = (
+    "version", "config", "round", "arm", "last_epoch", "start_epoch", "start_evidence",
+    "window_evidence", "prev_window_mean", "ignored_epochs", "generator", "history",
+)
+
+
+def _evidence_value(value: Any) -> float:
+    """A reported evidence as a float (NaN and infinities pass: they are handled by the caller)."""
+    if torch.is_tensor(value):
+        if value.numel() != 1:
+            raise ValueError(f"evidence must be a scalar; got a tensor of shape {tuple(value.shape)}")
+        return float(value.detach().cpu().item())
+    if isinstance(value, bool):
+        raise ValueError(f"evidence must be a real number; got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"evidence must be a real number; got {value!r}") from exc
+
+
+class BanditScheduleBase(Schedule):
+    """Windows, rewards, history and state shared by :class:`GPBanditSchedule` and :class:`RandomSchedule`.
+
+    Args:
+        d: number of left points including ``b_0 = 0`` (>= 2); the arm holds the other ``d - 1``.
+        box: ``(lo, hi)`` with ``0 < lo < hi < 1``; the arm's points lie in it (Section 5: [0.05, 0.95]).
+        window, window_growth_every, window_growth: planned window length
+            ``w_k = window + window_growth * floor(k / window_growth_every)`` (6, +1 every 10 rounds).
+        early_drop: end a window early when the evidence drops by more than this (``None``: never).
+        burn_in: reports before this epoch are ignored (the first window starts at or after it).
+        reward: ``"paper"`` or ``"code"`` (see :mod:`tvolib.bandit.reward`).
+        min_gap: smallest distance between neighbouring points of an arm.
+        seed: seeds the random arms (and the acquisition's restarts).
+    """
+
+    #: Revision 2: round 0 may start at ``step(0, L_0)`` (reward ``L_w - L_0``), early updates fire
+    #: on a drop strictly greater than ``early_drop`` (exact comparison), and non-finite evidence
+    #: is ignored instead of starting the next window.
+    REVISION: ClassVar[int] = 2
+
+    def __init__(
+        self,
+        d: int,
+        *,
+        box: tuple[float, float] = (0.05, 0.95),
+        window: int = 6,
+        window_growth_every: int = 10,
+        window_growth: int = 1,
+        early_drop: float | None = 0.05,
+        burn_in: int = 0,
+        reward: Literal["paper", "code"] = "paper",
+        min_gap: float = 1e-3,
+        seed: int = 0,
+    ) -> None:
+        self._d = check_int("d (b_0 = 0 plus at least one interior point to choose)", d, 2)
+        self.lo, self.hi = self._check_box(box)
+        self.min_gap = check_finite_float("min_gap", min_gap, minimum=0.0, strict=True)
+        if (self._d - 2) * self.min_gap > self.hi - self.lo:
+            raise ValueError(f"min_gap must fit {self._d - 1} points in [{self.lo}, {self.hi}]; got {min_gap}")
+        self.window = check_int("window", window, 1)
+        self.window_growth_every = check_int("window_growth_every", window_growth_every, 1)
+        self.window_growth = check_int("window_growth", window_growth, 0)
+        self.early_drop = None if early_drop is None else check_finite_float("early_drop", early_drop, minimum=0.0)
+        self.burn_in = check_int("burn_in", burn_in, 0)
+        self.evidence_spec = evidence_spec_for(reward)
+        self.reward = reward
+        self.seed = check_int("seed", seed, 0)
+        self._gen = torch.Generator().manual_seed(self.seed)
+        self._history: list[dict[str, Any]] = []
+        self._round = 0
+        self._last_epoch: int | None = None
+        self._start_epoch: int | None = None
+        self._start_evidence: float | None = None
+        self._window_evidence: list[float] = []
+        self._prev_window_mean: float | None = None
+        self._ignored_epochs: list[int] = []
+        self._arm: list[float] = self._random_arm().tolist()
+
+    @staticmethod
+    def _check_box(box: Any) -> tuple[float, float]:
+        try:
+            lo, hi = (float(v) for v in box)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"box must be a pair (lo, hi); got {box!r}") from exc
+        if not (0.0 < lo < hi < 1.0):
+            raise ValueError(
+                f"box must satisfy 0 < lo < hi < 1 (b_0 = 0 is fixed and 1 is appended, so interior "
+                f"points lie strictly inside); got {box!r}"
+            )
+        return lo, hi
+
+    # ----- the Schedule interface ------------------------------------------------------------
+    @property
+    def d(self) -> int:
+        return self._d
+
+    @property
+    def n_arm(self) -> int:
+        """Number of interior points chosen by the bandit, ``d - 1``."""
+        return self._d - 1
+
+    @property
+    def sort_arms(self) -> bool:
+        """Whether recorded arms are sorted (the GP's inputs); schedules used are always sorted."""
+        return True
+
+    @property
+    def round(self) -> int:
+        """Index of the round (window) in progress."""
+        return self._round
+
+    def window_length(self, round_index: int | None = None) -> int:
+        """Planned length in epochs of window ``round_index`` (default: the current one)."""
+        k = self._round if round_index is None else round_index
+        return self.window + self.window_growth * (k // self.window_growth_every)
+
+    def current_arm(self) -> Tensor:
+        """The arm of the current round as recorded for the GP, ``(d - 1,)`` in beta units."""
+        return torch.tensor(self._arm, dtype=torch.float64)
+
+    def current(self) -> Tensor:
+        """``[0, sorted arm]``: the left points to train with now, float64 ``(d,)``."""
+        return torch.cat([torch.zeros(1, dtype=torch.float64), torch.sort(self.current_arm()).values])
+
+    def step(self, epoch: int, evidence: float | Tensor | None = None, log_weights: Any = None) -> None:
+        """Report that ``epoch`` epochs are done and the training log-evidence is ``evidence``.
+
+        Report ``step(0, L_0)`` for the untrained model before training so that round 0 earns
+        ``L_w - L_0``; without it the first report (at or after ``burn_in``) starts the first
+        window. A non-finite ``evidence`` is ignored with a ``RuntimeWarning`` (the window goes on;
+        the epoch is listed in the round's ``ignored_epochs``). The window closes when it reaches
+        its planned length or on an early update (:mod:`tvolib.bandit.reward`), and the next arm
+        is chosen.
+
+        Args:
+            epoch: completed epochs, an int >= 0, increasing from call to call.
+            evidence: the estimate described by :attr:`evidence_spec` (a float or 0-d tensor).
+            log_weights: ignored (the bandit needs only ``evidence``).
+        """
+        epoch = check_int("epoch", epoch, 0)
+        if self._last_epoch is not None and epoch <= self._last_epoch:
+            raise ValueError(f"epochs must increase: got {epoch} after {self._last_epoch}")
+        if evidence is None:
+            raise ValueError(
+                f"{type(self).__name__}.step needs evidence=L, the training log-evidence described by "
+                "its evidence_spec, after every epoch"
+            )
+        value = _evidence_value(evidence)
+        self._last_epoch = epoch
+        if epoch < self.burn_in:
+            return
+        if not math.isfinite(value):
+            self._ignore(epoch, value)
+        elif self._start_epoch is None:
+            self._start_epoch, self._start_evidence = epoch, value
+        else:
+            self._window_evidence.append(value)
+            self._advance(epoch, value)
+
+    def _ignore(self, epoch: int, value: float) -> None:
+        warnings.warn(
+            f"epoch {epoch}: non-finite evidence {value!r} ignored (round {self._round} goes on)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        self._ignored_epochs.append(epoch)
+
+    def _advance(self, epoch: int, value: float) -> None:
+        """Close the open window at ``epoch`` when it is due or on an early update."""
+        assert self._start_epoch is not None and self._start_evidence is not None
+        due = epoch - self._start_epoch >= self.window_length()
+        early = not due and early_update(
+            self.reward, start=self._start_evidence, current=value,
+            previous_mean=self._prev_window_mean, threshold=self.early_drop,
+        )
+        if not (due or early):
+            return
+        reward, self._prev_window_mean = window_reward(
+            self.reward, start=self._start_evidence, end=value,
+            values=self._window_evidence, previous_mean=self._prev_window_mean,
+        )
+        self._complete_round(
+            reward, epoch=epoch, start_epoch=self._start_epoch, early=early,
+            evidence_start=self._start_evidence, evidence_end=value,
+        )
+        self._start_epoch, self._start_evidence = epoch, value
+        self._window_evidence = []
+
+    def observe(self, reward: float) -> Tensor:
+        """Close the current round with a reward computed by the caller; return the next ``current()``.
+
+        An alternative to :meth:`step` for callers that compute rewards themselves (e.g. synthetic
+        benchmarks): the reward is attributed to the current arm at the current round index; a
+        non-finite reward is recorded as skipped and never reaches the GP. Do not mix with
+        :meth:`step` in one run.
+        """
+        self._complete_round(
+            _evidence_value(reward), epoch=None, start_epoch=None, early=False,
+            evidence_start=None, evidence_end=None,
+        )
+        return self.current()
+
+    def history(self) -> list[dict[str, Any]]:
+        """One dict per completed round: the observation, then the decision taken after it.
+
+        Keys: ``round, epoch, start_epoch, window, length, early, arm, betas, evidence_start,
+        evidence_end, reward, skipped, ignored_epochs`` (the observation; ``arm`` is the GP input in
+        beta units, ``betas = [0, sorted(arm)]`` the schedule trained with, ``ignored_epochs`` the
+        epochs whose non-finite evidence was ignored), ``source`` ("random" or "gp"),
+        ``next_arm, lengthscale, omega, rho, noise, kappa, acq_value, fit_seconds, acq_seconds,
+        fit_ok, fit_evals, n_obs, t_origin, t_pred, y_mean, y_std`` (the decision; GP fields are
+        None for random rounds; hyperparameters and ``acq_value`` are in the GP's units: normalised
+        arm and time, standardised rewards), and the configuration ``d, lo, hi, sort, time_varying,
+        max_observations, reward_rule`` so :func:`tvolib.bandit.reward_posterior` can rebuild the
+        GP from the rows alone.
+        """
+        return [{k: (list(v) if isinstance(v, list) else v) for k, v in row.items()} for row in self._history]
+
+    # ----- rounds ----------------------------------------------------------------------------
+    def _complete_round(self, reward: float, **info: Any) -> None:
+        skipped = not math.isfinite(reward)
+        if skipped:
+            warnings.warn(
+                f"round {self._round}: non-finite reward {reward!r} skipped (not given to the GP)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        length = None
+        if info["epoch"] is not None and info["start_epoch"] is not None:
+            length = info["epoch"] - info["start_epoch"]
+        row: dict[str, Any] = {
+            "round": self._round, "epoch": info["epoch"], "start_epoch": info["start_epoch"],
+            "window": self.window_length(), "length": length, "early": bool(info["early"]),
+            "arm": list(self._arm), "betas": [0.0] + sorted(self._arm),
+            "evidence_start": info["evidence_start"], "evidence_end": info["evidence_end"],
+            "reward": float(reward), "skipped": skipped, "ignored_epochs": list(self._ignored_epochs),
+            **self._config_row(),
+        }
+        self._ignored_epochs = []
+        self._history.append(row)
+        decision = self._choose_next()
+        row.update(decision)
+        row["next_arm"] = list(self._arm)
+        self._round += 1
+
+    def _config_row(self) -> dict[str, Any]:
+        return {
+            "d": self._d, "lo": self.lo, "hi": self.hi, "sort": self.sort_arms,
+            "time_varying": False, "max_observations": None, "reward_rule": self.reward,
+        }
+
+    @staticmethod
+    def _empty_decision(source: str) -> dict[str, Any]:
+        return {
+            "source": source, "lengthscale": None, "omega": None, "rho": None, "noise": None,
+            "kappa": None, "acq_value": None, "fit_seconds": None, "acq_seconds": None,
+            "fit_ok": None, "fit_evals": None, "n_obs": None, "t_origin": None, "t_pred": None,
+            "y_mean": None, "y_std": None,
+        }
+
+    @abstractmethod
+    def _choose_next(self) -> dict[str, Any]:
+        """Set ``self._arm`` for the next round; return the decision's history fields."""
+
+    def _random_arm(self) -> Tensor:
+        raw = self.lo + (self.hi - self.lo) * torch.rand(self.n_arm, generator=self._gen, dtype=torch.float64)
+        return self._finalise_arm(raw)
+
+    def _finalise_arm(self, raw: Tensor) -> Tensor:
+        """Project ``raw`` (beta units) to a valid arm; for unsorted GPs keep ``raw``'s order.
+
+        Invariant: ``sort(result)`` is the strictly increasing interior schedule trained with.
+        """
+        raw = raw.detach().to("cpu", torch.float64)
+        projected = project_arm(raw, self.lo, self.hi, self.min_gap)
+        if self.sort_arms:
+            return projected
+        out = torch.empty_like(projected)
+        out[torch.argsort(raw.clamp(self.lo, self.hi), stable=True)] = projected
+        return out
+
+    # ----- state -----------------------------------------------------------------------------
+    def _config(self) -> dict[str, Any]:
+        return {
+            "class": type(self).__name__, "d": self._d, "lo": self.lo, "hi": self.hi, "min_gap": self.min_gap,
+            "window": self.window, "window_growth_every": self.window_growth_every,
+            "window_growth": self.window_growth, "early_drop": self.early_drop, "burn_in": self.burn_in,
+            "reward": self.reward, "seed": self.seed,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume exactly; safe for ``torch.load(weights_only=True)``."""
+        return {
+            "version": STATE_VERSION,
+            "config": self._config(),
+            "round": self._round,
+            "arm": list(self._arm),
+            "last_epoch": self._last_epoch,
+            "start_epoch": self._start_epoch,
+            "start_evidence": self._start_evidence,
+            "window_evidence": list(self._window_evidence),
+            "prev_window_mean": self._prev_window_mean,
+            "ignored_epochs": list(self._ignored_epochs),
+            "generator": self._gen.get_state(),
+            "history": self.history(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output after checking every entry.
+
+        Raises:
+            ValueError: naming the key, for a foreign or older-format dict, a different
+                configuration, an arm of the wrong length, outside the box or not finite, an
+                inconsistent window or history, or a bad generator state.
+        """
+        _check_state_dict(self, state)
+        self._round = int(state["round"])
+        self._arm = [float(v) for v in state["arm"]]
+        self._last_epoch = state["last_epoch"]
+        self._start_epoch = state["start_epoch"]
+        self._start_evidence = state["start_evidence"]
+        self._window_evidence = [float(v) for v in state["window_evidence"]]
+        self._prev_window_mean = state["prev_window_mean"]
+        self._ignored_epochs = [int(e) for e in state["ignored_epochs"]]
+        self._gen.set_state(state["generator"])
+        self._history = [{k: (list(v) if isinstance(v, list) else v) for k, v in row.items()} for row in state["history"]]
+
+
+def _bad(owner: str, key: str, expected: str, value: Any) -> ValueError:
+    return ValueError(f"{owner} state key {key!r} must be {expected}; got {value!r:.200}")
+
+
+def _is_int(value: Any, minimum: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _is_finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_state_dict(schedule: BanditScheduleBase, state: Any) -> None:
+    """Raise a ``ValueError`` naming the first invalid key of a bandit ``state`` (see ``load_state_dict``)."""
+    owner = type(schedule).__name__
+    check_state(state, ["version"], owner)
+    if state["version"] != STATE_VERSION:
+        raise ValueError(
+            f"{owner} state key 'version' is {state['version']!r}, this code reads format {STATE_VERSION} "
+            f"(reward revision {schedule.REVISION}); restart the run from scratch"
+        )
+    check_state(state, _STATE_KEYS, owner)
+    mine, theirs = schedule._config(), state["config"]
+    if not isinstance(theirs, dict):
+        raise _bad(owner, "config", "a dict", theirs)
+    if mine != theirs:
+        diff = {k: (theirs.get(k), mine.get(k)) for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k)}
+        raise ValueError(f"state was saved by a differently configured schedule (saved, this): {diff}")
+    _check_arm(schedule, owner, state["arm"])
+    _check_window(owner, state)
+    history, n_rounds = state["history"], state["round"]
+    if not _is_int(n_rounds):
+        raise _bad(owner, "round", "an int >= 0", n_rounds)
+    if not (isinstance(history, list) and len(history) == n_rounds
+            and all(isinstance(r, dict) and r.get("round") == k for k, r in enumerate(history))):
+        raise _bad(owner, "history", f"a list of {n_rounds} round records numbered 0..{n_rounds - 1}", history)
+    try:
+        torch.Generator().set_state(state["generator"])
+    except (TypeError, RuntimeError) as exc:
+        raise _bad(owner, "generator", "a torch.Generator state (uint8 tensor)", state["generator"]) from exc
+
+
+def _check_arm(schedule: BanditScheduleBase, owner: str, arm: Any) -> None:
+    expected = f"a list of {schedule.n_arm} distinct finite numbers in [{schedule.lo}, {schedule.hi}]"
+    if not (isinstance(arm, (list, tuple)) and len(arm) == schedule.n_arm and all(map(_is_finite, arm))):
+        raise _bad(owner, "arm", expected, arm)
+    ordered = sorted(float(v) for v in arm)
+    inside = schedule.lo <= ordered[0] and ordered[-1] <= schedule.hi
+    if not inside or any(b <= a for a, b in zip(ordered, ordered[1:])):
+        raise _bad(owner, "arm", expected, arm)
+
+
+def _check_window(owner: str, state: dict[str, Any]) -> None:
+    last, start, start_value = state["last_epoch"], state["start_epoch"], state["start_evidence"]
+    if last is not None and not _is_int(last):
+        raise _bad(owner, "last_epoch", "None or an int >= 0", last)
+    if start is not None and not (_is_int(start) and last is not None and start <= last):
+        raise _bad(owner, "start_epoch", f"None or an int in [0, last_epoch={last}]", start)
+    if (start is None) != (start_value is None) or (start_value is not None and not _is_finite(start_value)):
+        raise _bad(owner, "start_evidence", "a finite number when start_epoch is set, else None", start_value)
+    values = state["window_evidence"]
+    if not (isinstance(values, list) and all(map(_is_finite, values))):
+        raise _bad(owner, "window_evidence", "a list of finite numbers", values)
+    mean = state["prev_window_mean"]
+    if mean is not None and not _is_finite(mean):
+        raise _bad(owner, "prev_window_mean", "None or a finite number", mean)
+    ignored = state["ignored_epochs"]
+    if not (isinstance(ignored, list) and all(map(_is_int, ignored))):
+        raise _bad(owner, "ignored_epochs", "a list of ints >= 0", ignored)
