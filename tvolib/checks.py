@@ -109,6 +109,9 @@ def check_batch(
 ) -> Tensor:
     """A minibatch: a ``(B, data_dim)`` tensor with finite entries, in ``{0, 1}`` when ``binary``.
 
+    The value checks (finite, binary) run on CPU tensors only, so that the GPU training loop never
+    waits for the host.
+
     ``like`` (a model parameter) fixes the accepted device and floating dtype: integer or bool
     data are converted to ``like``'s dtype (float32 without ``like``); floating data of another
     dtype or on another device are refused, so that no silent copy or precision change happens.
@@ -124,6 +127,11 @@ def check_batch(
         x = x.to(dtype)
     elif like is not None and x.dtype != dtype:
         raise ValueError(f"{name} has dtype {x.dtype} but the model computes in {dtype}; convert it with .to({dtype})")
+    if x.device.type != "cpu":
+        # Reading a value check's verdict on an accelerator would synchronise with the host at
+        # every forward pass; there the data come checked from tvolib.data, so only the shape,
+        # dtype and device are checked.
+        return x
     bad = ~torch.isfinite(x)
     if binary:
         bad = bad | ((x != 0) & (x != 1))
