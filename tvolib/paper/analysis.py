@@ -324,7 +324,10 @@ def stage_rounds(
 
 def reward_observations(schedule_history: pd.DataFrame) -> pd.DataFrame:
     """Fig 2's points: per bandit round of a d = 2 run, ``position`` (row), ``round``, ``epoch``,
-    the chosen ``beta1`` and the observed ``reward`` (NaN where not a number)."""
+    the chosen ``beta1`` and the observed ``reward`` (NaN where not a number); empty for a run
+    without bandit rounds."""
+    if schedule_history.empty:
+        return pd.DataFrame({c: pd.Series(dtype=float) for c in ("position", "round", "epoch", "beta1", "reward")})
     require(schedule_history, ["epoch", "arm", "reward"], "reward_observations")
     hist = schedule_history.reset_index(drop=True)
     arms = [interior(a) for a in hist["arm"]]
@@ -343,7 +346,9 @@ def betas_by_phase(frame: pd.DataFrame, column: str = "betas") -> pd.DataFrame:
     """Fig 3's points: one row per (epoch, j, beta) for the interior points j >= 1 of a schedule
     column (``"arm"`` of a schedule history, ``"betas"`` of a history), with the training ``phase``
     (:data:`~tvolib.paper.names.TRAINING_PHASES`: first, middle, last third of the epochs from 0;
-    an epoch ending a third belongs to it)."""
+    an epoch ending a third belongs to it); empty for an empty frame (no bandit rounds)."""
+    if frame.empty:
+        return pd.DataFrame({c: pd.Series(dtype=float) for c in ("epoch", "j", "beta", "phase")})
     require(frame, ["epoch", column], "betas_by_phase")
     rows = [{"epoch": epoch, "j": j, "beta": beta}
             for epoch, value in zip(frame["epoch"], frame[column])

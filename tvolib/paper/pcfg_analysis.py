@@ -91,14 +91,17 @@ def pcfg_summary(
 def pcfg_curves(histories: pd.DataFrame, S: int, metrics: Sequence[str] = PCFG_METRICS) -> pd.DataFrame:
     """Fig 6's right column: the median over seeds of each metric per method and epoch at ``S``.
 
-    Returns columns ``method``, ``epoch`` and the metrics (NaN where a metric was not evaluated).
+    Returns columns ``method``, ``epoch`` and the metrics (NaN where a metric was not evaluated);
+    ``attrs["S"]`` holds ``S``.
     """
     frame = with_method(histories, "pcfg_curves")
     require(frame, ["epoch", "S", *metrics], "pcfg_curves")
     part = frame[frame["S"] == S]
     if part.empty:
         raise ValueError(f"pcfg_curves: no runs with S={S!r}; the runs have S in {sorted(frame['S'].unique())}")
-    return part.groupby(["method", "epoch"], sort=True)[list(metrics)].median().reset_index()
+    out = part.groupby(["method", "epoch"], sort=True)[list(metrics)].median().reset_index()
+    out.attrs["S"] = int(S)
+    return out
 
 
 def pcfg_table(

@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(get_profile(args[0]).describe())
     except ValueError as err:
-        print(f"error: PROFILE={args[0]!r}: {err}", file=sys.stderr)
+        print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
 
