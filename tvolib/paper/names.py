@@ -47,7 +47,8 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 #: Legend order of schedules; names not listed follow alphabetically.
-SCHEDULE_ORDER: tuple[str, ...] = ("linear", "log", "moments", "gp_bandit", "gp_bandit_unsorted", "random")
+SCHEDULE_ORDER: tuple[str, ...] = ("linear", "log", "moments", "gp_bandit", "gp_bandit_unsorted",
+                                   "gp_bandit_time_invariant", "random")
 
 SCHEDULE_LABELS: dict[str, str] = {
     "linear": "linear",
@@ -57,18 +58,20 @@ SCHEDULE_LABELS: dict[str, str] = {
     "gp_bandit": "GP-bandit",
     "bandit": "GP-bandit",
     "gp_bandit_unsorted": "GP-bandit (unsorted)",
+    "gp_bandit_time_invariant": "GP-bandit (time-invariant)",
     "random": "random",
 }
 
 #: Index into seaborn's "deep" palette per schedule.
 SCHEDULE_COLOURS: dict[str, int] = {"linear": 0, "log": 1, "log_uniform": 1, "moments": 2, "gp_bandit": 3,
-                                    "bandit": 3, "gp_bandit_unsorted": 4, "random": 7}
+                                    "bandit": 3, "gp_bandit_unsorted": 4, "gp_bandit_time_invariant": 6, "random": 7}
 #: Colours no named schedule uses, handed out in legend order to unnamed ones.
-SPARE_COLOURS: tuple[int, ...] = (5, 6, 8, 9)
+SPARE_COLOURS: tuple[int, ...] = (5, 8, 9)
 
 SCHEDULE_MARKERS: dict[str, str] = {"linear": "o", "log": "s", "log_uniform": "s", "moments": "^",
-                                    "gp_bandit": "D", "bandit": "D", "gp_bandit_unsorted": "v", "random": "X"}
-SPARE_MARKERS: tuple[str, ...] = ("P", "*", "h", "<", ">")
+                                    "gp_bandit": "D", "bandit": "D", "gp_bandit_unsorted": "v", "gp_bandit_time_invariant": "<",
+                                    "random": "X"}
+SPARE_MARKERS: tuple[str, ...] = ("P", "*", "h", ">")
 
 #: Rows of the permutation table (Appendix D.4): the schedule name or a bool "sorted".
 GP_VARIANT_LABELS: dict[Any, str] = {
