@@ -1,10 +1,15 @@
 # tvolib: regenerate the figures of "GP Bandit Optimization of the TVO" (NeurIPS 2020).
 #
 #   make figures            set up .venv if needed, then run every notebook at PROFILE (default quick)
+#   make figure-NN          one notebook: a prefix of its name, e.g. figure-04 or figure-fig4 (make help lists them)
 #   make test               set up .venv if needed, then unit tests + every notebook under nbval at smoke
 #
+# Notebooks get their parameters through papermill's parameters cell (-p profile, -p executor,
+# -p data_root); under `make test` nbval runs them as stored, and their None defaults read
+# TVOLIB_PROFILE / TVOLIB_RESULTS / TVOLIB_FIGURES (set to the smoke profile and scratch folders).
+#
 # Variables (override on the command line, e.g. `make figures PROFILE=paper TVOLIB_DATA=/data`):
-#   PROFILE      smoke | quick | paper                      (default quick)
+#   PROFILE      a profile of tvolib.paper.profiles: smoke | quick | paper (| gpu once defined)  (default quick)
 #   TVOLIB_DATA  dataset root; empty: ~/.cache/tvolib/data (`make figures` downloads what is missing there)
 #   TORCH_SPEC   the torch/torchvision pair to install      (default: the tested pair below)
 #   TORCH_INDEX  extra pip options for torch, e.g. --index-url https://download.pytorch.org/whl/cpu
@@ -34,13 +39,17 @@ EXECUTED   := notebooks/executed
 TEST_TMP   ?= $(CURDIR)/.cache/test
 
 FIGURE_TARGETS := $(addprefix figure-,$(patsubst notebooks/%.ipynb,%,$(NOTEBOOKS)))
+DATA_PARAM  := $(if $(strip $(TVOLIB_DATA)),-p data_root $(TVOLIB_DATA))
+PAPERMILL   := $(PY) -m papermill --cwd notebooks --log-level WARNING
 
-.PHONY: help setup data figures $(FIGURE_TARGETS) test unit lab strip clean distclean
+.PHONY: help setup data check-profile figures test unit lab strip clean distclean
 
 help:
 	@echo "make figures   # install into $(VENV) and regenerate every figure at PROFILE=$(PROFILE)"
 	@echo "make test      # install into $(VENV) and run unit tests + notebooks (nbval, smoke profile)"
-	@echo "make setup | data | figure-NN_name | unit | lab | strip | clean | distclean"
+	@echo "make setup | data | unit | lab | strip | clean | distclean"
+	@echo "one figure (a unique prefix also works, e.g. figure-04 or figure-fig4):"
+	@for t in $(FIGURE_TARGETS); do echo "  make $$t"; done
 
 setup: $(STAMP)
 
@@ -59,22 +68,34 @@ data: setup
 	@echo "==> checking datasets under $${TVOLIB_DATA:-~/.cache/tvolib/data} (downloading what is missing)"
 	$(PY) -m tvolib.data --download
 
-figures: setup
+check-profile: setup
+	@$(PY) -m tvolib.paper.profiles $(PROFILE) >/dev/null
+
+figures: check-profile
 	@echo "==> running $(words $(NOTEBOOKS)) notebooks at profile '$(PROFILE)' (executor $(EXECUTOR)); figures -> figures/"
 	@mkdir -p $(EXECUTED) figures
 	@for nb in $(NOTEBOOKS); do \
 	  name=$$(basename $$nb); echo "==> $$name"; start=$$(date +%s); \
-	  TVOLIB_PROFILE=$(PROFILE) TVOLIB_EXECUTOR=$(EXECUTOR) TVOLIB_DOWNLOAD=$${TVOLIB_DOWNLOAD:-1} \
-	    $(PY) -m papermill --cwd notebooks --log-level WARNING $$nb $(EXECUTED)/$$name \
-	      -p profile $(PROFILE) -p executor $(EXECUTOR) || exit 1; \
+	  TVOLIB_DOWNLOAD=$${TVOLIB_DOWNLOAD:-1} $(PAPERMILL) $$nb $(EXECUTED)/$$name \
+	    -p profile $(PROFILE) -p executor $(EXECUTOR) $(DATA_PARAM) || exit 1; \
 	  echo "    done in $$(( $$(date +%s) - start )) s"; \
 	done
 	@echo "==> figures written to figures/ (executed notebooks in $(EXECUTED)/)"
 
-$(FIGURE_TARGETS): figure-%: setup
-	@mkdir -p $(EXECUTED) figures
-	TVOLIB_PROFILE=$(PROFILE) TVOLIB_EXECUTOR=$(EXECUTOR) \
-	  $(PY) -m papermill --cwd notebooks notebooks/$*.ipynb $(EXECUTED)/$*.ipynb -p profile $(PROFILE) -p executor $(EXECUTOR)
+# figure-<prefix>: the one notebook whose name, or whose stem after "NN_", starts with <prefix>.
+figure-%: check-profile
+	@want='$*'; found=""; \
+	for nb in $(NOTEBOOKS); do b=$$(basename $$nb .ipynb); \
+	  case "$$b" in "$$want"*|[0-9][0-9]_"$$want"*) found="$$found $$b";; esac; \
+	done; \
+	set -- $$found; \
+	if [ $$# -ne 1 ]; then \
+	  echo "error: figure-$$want matches $$# notebooks$${found:+ ($$found )}; targets:" >&2; \
+	  for t in $(FIGURE_TARGETS); do echo "  $$t" >&2; done; exit 2; \
+	fi; \
+	mkdir -p $(EXECUTED) figures; echo "==> $$1 at profile '$(PROFILE)'"; \
+	TVOLIB_DOWNLOAD=$${TVOLIB_DOWNLOAD:-1} $(PAPERMILL) notebooks/$$1.ipynb $(EXECUTED)/$$1.ipynb \
+	  -p profile $(PROFILE) -p executor $(EXECUTOR) $(DATA_PARAM)
 
 test: setup
 	@echo "==> unit tests and notebooks (nbval) at the smoke profile; scratch results in $(TEST_TMP)"

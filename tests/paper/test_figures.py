@@ -1,0 +1,102 @@
+"""figure(): from cached run folders to saved outputs under the figure's stem (fake trainer, no training)."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from tvolib import experiments  # noqa: E402
+from tvolib.paper import results  # noqa: E402
+from tvolib.paper.figures import BUILDERS, FigureResult, figure  # noqa: E402
+from tvolib.paper.names import PCFG_METRICS  # noqa: E402
+from tvolib.paper.sweeps import FIGURES, figure_configs  # noqa: E402
+
+SCHEDULE_OFFSET = {"linear": 3.0, "log": 1.0, "moments": 2.0, "gp_bandit": 0.0, "gp_bandit_unsorted": 0.5,
+                   "random": 4.0, "none": 0.0}
+
+
+def fake_train(config, run_dir, **_):
+    """Histories with test log p(x) = -100 - offset(schedule) - seed + epoch / 10 at evaluated epochs."""
+    (Path(run_dir) / "model.pt").write_text("weights")
+    offset = SCHEDULE_OFFSET[config.schedule] + config.seed
+    every = getattr(config, "eval_every", 1) or config.epochs
+    history = []
+    for epoch in range(config.epochs + 1):
+        row = {"epoch": epoch, "train_iwae": -150.0 + epoch - offset, "betas": [0.0, 0.3]}
+        if epoch % every == 0 or epoch == config.epochs:
+            row["test_log_px"] = -100.0 - offset + epoch / 10
+            row.update({m: 0.1 * (1 + offset) for m in PCFG_METRICS})
+        history.append(row)
+    rounds = [{"round": r, "epoch": r + 1, "arm": [0.0, 0.2, 0.4, 0.6, 0.8][:config.d], "reward": 0.1,
+               "source": "random"} for r in range(config.epochs)]
+    final = {"test_log_px": history[-1]["test_log_px"], "test_kl": 5.0 + offset, "train_seconds": 60.0,
+             "eval_seconds": 6.0, "bandit_seconds": 0.0, "epochs": config.epochs, "completed": True}
+    if getattr(config, "dataset", None) == "mnist":
+        final["dataset_label"] = "MNIST (as the run read it)"
+    return SimpleNamespace(config=config, history=history, schedule_history=rounds, final=final)
+
+
+@pytest.fixture()
+def cached(tmp_path):
+    """Run every smoke config of the tested figures with the fake trainer into a results folder."""
+    root = tmp_path / "results"
+
+    def run(name):
+        experiments.run_configs(figure_configs(name, "smoke"), results_root=root, train_fn=fake_train, max_workers=1,
+                                progress=False)
+        return figure(name, profile="smoke", results_root=root, figures_dir=tmp_path / "figures")
+    return run
+
+
+def test_every_stem_has_a_builder():
+    assert list(BUILDERS) == list(FIGURES)
+
+
+def test_fig4_summary_labels_and_files(cached, tmp_path):
+    result = cached("fig4_vae_mnist_fashion")
+    assert isinstance(result, FigureResult) and result.name == "fig4_vae_mnist_fashion"
+    assert [p.name for p in result.paths] == ["fig4_vae_mnist_fashion.pdf", "fig4_vae_mnist_fashion.png"]
+    assert all(p.parent == tmp_path / "figures" and p.stat().st_size for p in result.paths)
+    row = result.table.query("dataset == 'mnist' and d == 5 and schedule == 'log'").iloc[0]
+    assert row["test_log_px_mean"] == pytest.approx(-100.0 - 1.0 + 6 / 10)  # one seed, final epoch 6
+    assert result.figure.axes[0].get_title() == "MNIST (as the run read it), S=5"  # label from the results
+    text = result._repr_markdown_()
+    assert text.startswith("profile 'smoke'") and "**Scale.** profile 'smoke'" in text
+
+
+def test_alias_and_prefix_give_the_same_stem(cached):
+    assert cached("fig4_vae").name == cached("fig4").name == "fig4_vae_mnist_fashion"
+
+
+def test_tables_are_saved_under_their_stems(cached, tmp_path):
+    wall = cached("table_wallclock")
+    assert [p.name for p in wall.paths] == ["table_wallclock.csv", "table_wallclock.md"] and wall.figure is None
+    assert wall.table["schedule"].tolist() == ["GP-bandit", "grid-searched log"]
+    assert wall.caption.startswith("Wall-clock table (Appendix D.3), VAE on ")
+    perm = cached("table_permutation")
+    assert list(perm.table.columns) == ["T=3 / 3 rounds", "T=6 / 6 rounds"]
+    assert perm.table.iloc[0, 0] == pytest.approx(-100.0 + 0.3)  # sorted GP, T = 3
+
+
+def test_fig6_writes_figure_and_table_under_one_stem(cached):
+    result = cached("fig6_pcfg")
+    assert [p.name for p in result.paths] == ["fig6_pcfg.pdf", "fig6_pcfg.png", "fig6_pcfg.csv", "fig6_pcfg.md"]
+    assert result.table.loc[(2, "TVO-log"), "KL(p_theta || p_true)"] == pytest.approx(0.2)
+    assert "tvolib.paper.sweeps.pcfg_sweep" in result.scale
+
+
+def test_fig3_and_fig9_draw_from_the_histories(cached):
+    assert "no bandit rounds" not in str(cached("fig3_beta_over_time").figure.axes[0].texts)
+    curves = cached("fig9_training_curves").figure
+    assert len(curves.axes) == 4  # four datasets x one d
+
+
+def test_dataset_labels_fall_back_to_the_loaded_data(data_root):
+    frame = pd.DataFrame({"dataset": ["mnist", "fashion_mnist"], "dataset_label": ["from run", None]})
+    assert results.dataset_labels(frame, data_root) == {"mnist": "from run", "fashion_mnist": "Fashion MNIST"}

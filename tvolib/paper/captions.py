@@ -1,0 +1,92 @@
+"""Captions that state each figure's scale, so a reduced-scale figure is never read as the paper's.
+
+The one-line captions go above the figures and tables; the full text with the departures from
+the paper is :meth:`tvolib.paper.profiles.Profile.describe`, shown under each figure.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from tvolib.paper.analysis import require
+from tvolib.paper.profiles import Profile, get_profile
+
+__all__ = [
+    "scale_caption",
+    "pcfg_scale_caption",
+    "pcfg_table_caption",
+    "wallclock_caption",
+    "permutation_caption",
+]
+
+#: The PCFG's scale in the paper (Appendix D.1), quoted next to reduced scales.
+PAPER_PCFG_SCALE = "paper: 2000 epochs, 20 seeds, S in {2, 5, 10, 20}"
+
+
+def scale_caption(profile: Profile | str | None, *, epochs: int | None = None, extra: str = "") -> str:
+    """One line stating a profile's scale: subset sizes, epochs (``epochs`` overrides the
+    profile's, for the wall-clock table), batch, seeds and the test evaluation; ``extra`` is
+    appended after a semicolon.
+
+    Example:
+        >>> scale_caption("paper")
+        "profile 'paper': full datasets, 10000 epochs, batch 1000, 5 seeds, test log p(x) by IWAE-5000"
+    """
+    p = get_profile(profile)
+    data = "full datasets" if p.n_train is None else f"{p.n_train} train / {p.n_test} test examples"
+    seeds = f"{len(p.seeds)} seed{'s' if len(p.seeds) > 1 else ''}"
+    line = (f"profile '{p.name}': {data}, {epochs or p.epochs} epochs, batch {p.batch_size}, {seeds}, "
+            f"test log p(x) by IWAE-{p.eval_S}")
+    if p.name != "paper":
+        line += " (reduced scale, see notebook)"
+    return line + (f"; {extra}" if extra else "")
+
+
+def _values(frame: pd.DataFrame, column: str) -> str:
+    vals = sorted(set(frame[column].dropna().tolist()))
+    return f"{vals[0]:g}" if len(vals) == 1 else "{" + ", ".join(f"{v:g}" for v in vals) + "}"
+
+
+def pcfg_scale_caption(configs: pd.DataFrame, profile: str | None = None) -> str:
+    """One line stating the scale of PCFG runs from a frame of their config fields: sentences,
+    epochs, batch, learning rate, network, d, seeds and S values; with ``profile`` other than
+    ``"paper"``, the paper's scale for comparison."""
+    need = ["epochs", "n_train", "n_test", "batch_size", "lr", "hidden_dim", "S", "seed"]
+    require(configs, need, "pcfg_scale_caption")
+    if configs.empty:
+        raise ValueError("pcfg_scale_caption: no runs")
+    tvo = configs[configs["objective"] == "tvo"] if "objective" in configs.columns else configs
+    d = f", TVO d = {_values(tvo, 'd')}" if "d" in configs.columns and len(tvo) else ""
+    words = (f" (test sentences <= {_values(configs, 'eval_max_words')} words)"
+             if "eval_max_words" in configs.columns else "")
+    seeds = configs["seed"].nunique()
+    S = ", ".join(str(int(s)) for s in sorted(configs["S"].unique()))
+    text = (f"{_values(configs, 'n_train')} training / {_values(configs, 'n_test')} test sentences{words}, "
+            f"{_values(configs, 'epochs')} epochs, batch {_values(configs, 'batch_size')}, Adam lr "
+            f"{_values(configs, 'lr')}, GRU {_values(configs, 'hidden_dim')} units{d}, {seeds} "
+            f"seed{'s' if seeds > 1 else ''}, S in {{{S}}}")
+    if profile is not None:
+        text = f"profile '{profile}': {text}"
+        if profile != "paper":
+            text += f" (reduced scale; {PAPER_PCFG_SCALE})"
+    return text
+
+
+def pcfg_table_caption(scale: str) -> str:
+    """The caption of Fig 6's table, ``scale`` from :func:`pcfg_scale_caption`."""
+    return ("Fig 6 numbers (PCFG, Appendix D.1): median over seeds at each epoch, then the mean over the "
+            f"tail epochs shown; lower KL is better, q mass on parses: higher is better. {scale}")
+
+
+def wallclock_caption(profile: Profile | str | None, dataset_label: str, S: int) -> str:
+    """The caption of the wall-clock table (Appendix D.3)."""
+    p = get_profile(profile)
+    return (f"Wall-clock table (Appendix D.3), VAE on {dataset_label}, S = {S}, {p.wallclock_epochs} epochs; "
+            f"bandit for d in {list(p.wallclock_d_values)}, log schedule over {p.wallclock_grid_size} beta_1 in "
+            f"{list(p.wallclock_beta1_range)} per d. " + scale_caption(p, epochs=p.wallclock_epochs))
+
+
+def permutation_caption(profile: Profile | str | None) -> str:
+    """The caption of the permutation table (Appendix D.4); its column names state the budgets."""
+    p = get_profile(profile)
+    return ("Permutation-invariance table (Appendix D.4): test log p(x) (nats, mean over "
+            f"{len(p.seeds)} seed(s)) after T epochs, VAE on MNIST. " + scale_caption(p))

@@ -1,0 +1,216 @@
+"""One call per figure: run (or read from the cache) its sweep, summarise, draw, save.
+
+Each notebook is ``figure("<stem>", profile=..., ...)``; the stem is shared by the notebook
+(``notebooks/NN_<stem>.ipynb``), the sweep (:data:`tvolib.paper.sweeps.FIGURES`) and the output
+files (``figures/<stem>.png``, ``.pdf``; tables ``.csv``, ``.md``).
+
+Example:
+    >>> result = figure("fig4_vae_mnist_fashion", profile="smoke")   # doctest: +SKIP
+    >>> result.table                                                 # the numbers drawn
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from tvolib import experiments
+from tvolib.paper import analysis, captions, integrand, pcfg_analysis, results
+from tvolib.paper.names import MODEL_LABELS, schedule_label
+from tvolib.paper.profiles import Profile, get_profile
+from tvolib.paper.sweeps import FIGURES, resolve_figure
+from tvolib.plotting import (
+    IntegrandPanel,
+    plot_betas_over_time,
+    plot_integrand,
+    plot_metric_vs_d,
+    plot_pcfg,
+    plot_reward_surface,
+    plot_training_curves,
+    save_figure,
+    save_table,
+)
+
+__all__ = ["FigureResult", "BUILDERS", "figure"]
+
+@dataclass
+class _Inputs:
+    """What every builder gets: the figure's stem, profile, configs, run frame and folders."""
+
+    name: str
+    profile: Profile
+    configs: list[Any]
+    frame: pd.DataFrame
+    data_root: str | os.PathLike[str] | None
+    results_root: str | os.PathLike[str] | None
+    figures_dir: str | os.PathLike[str] | None
+
+
+@dataclass
+class FigureResult:
+    """A figure as a notebook shows it: the ``figure`` (None for the tables), the ``table`` of the
+    numbers drawn (or the paper's table), the ``caption``, a ``scale`` paragraph, the saved
+    ``paths``, the run ``frame`` and figure-specific ``details``. Displays as Markdown in Jupyter."""
+
+    name: str
+    frame: pd.DataFrame
+    figure: Figure | None
+    table: pd.DataFrame | None
+    caption: str
+    scale: str
+    paths: list[Path]
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def _repr_markdown_(self) -> str:
+        table = "" if self.table is None else "\n\n" + analysis.markdown_table(self.table, floatfmt=".4f")
+        return f"{self.caption}{table}\n\n**Scale.** {self.scale}"
+
+
+def _result(inputs: _Inputs, fig: Figure | None, table: pd.DataFrame | None, caption: str,
+            paths: list[Path], scale: str | None = None, **details: Any) -> FigureResult:
+    return FigureResult(inputs.name, inputs.frame, fig, table, caption, scale or inputs.profile.describe(), paths,
+                        details)
+
+
+def _fig1(inputs: _Inputs) -> FigureResult:
+    config = inputs.configs[0]
+    schedule = results.last_schedule(config, inputs.results_root)
+    model, x, data_label = results.trained_model_and_test_data(config, 100, data_root=inputs.data_root,
+                                                               results_root=inputs.results_root)
+    grid = integrand.integrand_grid(schedule, 201)
+    label = (f"{MODEL_LABELS.get(config.model, config.model)} on {data_label} after {config.epochs} epochs\n"
+             f"({schedule_label(config.schedule)} schedule, d={config.d}, S={config.S}; SNIS with "
+             f"{config.eval_S} samples, {x.shape[0]} test points)")
+    curves = [integrand.linear_gaussian_curve(grid), integrand.model_curve(model, x, grid, S=config.eval_S, label=label)]
+    panels = []
+    for curve in curves:
+        sums = integrand.riemann_sums(curve.beta, curve.values, schedule)
+        panels.append(IntegrandPanel(curve.label, curve.beta, curve.values, sums.nodes, sums.heights, sums.left,
+                                     sums.right, sums.elbo, sums.area if curve.log_px is None else curve.log_px,
+                                     curve.area_label, curve.estimate))
+    caption = captions.scale_caption(inputs.profile)
+    fig = plot_integrand(panels, title=caption)
+    table = pd.DataFrame([{"panel": p.label.split("\n")[0], "ELBO": p.elbo, "left sum (TVO)": p.left,
+                           "area": p.area, "right sum": p.right} for p in panels])
+    return _result(inputs, fig, table, caption, save_figure(fig, inputs.name, inputs.figures_dir), schedule=schedule)
+
+
+def _fig2(inputs: _Inputs) -> FigureResult:
+    rounds_log = experiments.load_schedule_history(inputs.configs[0], inputs.results_root)
+    positions = analysis.stage_rounds(rounds_log, inputs.profile.reward_surface_epochs) if len(rounds_log) else []
+    caption = captions.scale_caption(inputs.profile)
+    fig = plot_reward_surface(analysis.reward_observations(rounds_log), results.reward_panels(rounds_log, positions),
+                              title=caption)
+    return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+
+
+def _fig3(inputs: _Inputs) -> FigureResult:
+    rounds_log = experiments.load_schedule_history(inputs.configs[0], inputs.results_root)
+    caption = captions.scale_caption(inputs.profile)
+    fig = plot_betas_over_time(analysis.betas_by_phase(rounds_log, "arm"), title=caption)
+    return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+
+
+def _metric_vs_d(inputs: _Inputs, schedules: list[str] | None = None) -> FigureResult:
+    """Figs 4, 5, 7 and 8: test log p(x) and KL versus d per schedule."""
+    summary = analysis.summarise_by_schedule(inputs.frame)
+    labels = results.dataset_labels(inputs.frame, inputs.data_root)
+    caption = captions.scale_caption(inputs.profile)
+    fig = plot_metric_vs_d(summary, schedules=schedules, dataset_labels=labels, title=caption)
+    return _result(inputs, fig, summary, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+
+
+def _fig8(inputs: _Inputs) -> FigureResult:
+    """Fig 8: GP-bandit versus random schedules (the random ones drawn first, as the paper)."""
+    return _metric_vs_d(inputs, schedules=["random", "gp_bandit"])
+
+
+def _fig6(inputs: _Inputs) -> FigureResult:
+    histories = results.collect_histories(inputs.configs, inputs.results_root)
+    scale = inputs.profile.pcfg
+    summary = pcfg_analysis.pcfg_summary(histories, tail_fraction=scale.tail_fraction)
+    curves = pcfg_analysis.pcfg_curves(histories, max(int(s) for s in summary["S"]))
+    table = pcfg_analysis.pcfg_table(histories, tail_fraction=scale.tail_fraction)
+    caption = captions.pcfg_scale_caption(results.config_frame(inputs.configs), inputs.profile.name)
+    fig = plot_pcfg(summary, curves, tail_fraction=scale.tail_fraction, title=f"Fig 6, PCFG: {caption}")
+    table_caption = captions.pcfg_table_caption(caption)
+    paths = save_figure(fig, inputs.name, inputs.figures_dir)
+    paths += save_table(table, inputs.name, inputs.figures_dir, caption=table_caption, floatfmt=".4f")
+    scale_text = (f"{caption}. The sweep (methods x S x seeds) is `tvolib.paper.sweeps.pcfg_sweep`; "
+                  f"{len(inputs.configs)} runs.")
+    return _result(inputs, fig, table, table_caption, paths, scale=scale_text)
+
+
+def _fig9(inputs: _Inputs) -> FigureResult:
+    histories = results.collect_histories(inputs.configs, inputs.results_root)
+    curves = analysis.training_curves(histories)
+    caption = captions.scale_caption(inputs.profile)
+    fig = plot_training_curves(curves, dataset_labels=results.dataset_labels(histories, inputs.data_root),
+                               title=caption)
+    return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+
+
+def _table_wallclock(inputs: _Inputs) -> FigureResult:
+    table = analysis.wallclock_table(inputs.frame)
+    label = results.dataset_labels(inputs.frame, inputs.data_root)["omniglot"]
+    caption = captions.wallclock_caption(inputs.profile, label, inputs.configs[0].S)
+    return _result(inputs, None, table, caption, save_table(table, inputs.name, inputs.figures_dir, caption=caption))
+
+
+def _table_permutation(inputs: _Inputs) -> FigureResult:
+    histories = results.collect_histories(inputs.configs, inputs.results_root)
+    rounds_log = results.collect_schedule_histories(inputs.configs, inputs.results_root)
+    table = analysis.permutation_table(histories, inputs.profile.permutation_budgets, rounds=rounds_log)
+    caption = captions.permutation_caption(inputs.profile)
+    return _result(inputs, None, table, caption, save_table(table, inputs.name, inputs.figures_dir, caption=caption))
+
+
+#: How each figure stem becomes its outputs.
+BUILDERS: dict[str, Callable[[_Inputs], FigureResult]] = {
+    "fig1_tvo_integrand": _fig1,
+    "fig2_reward_surface": _fig2,
+    "fig3_beta_over_time": _fig3,
+    "fig4_vae_mnist_fashion": _metric_vs_d,
+    "fig5_sbn_binarized_mnist": _metric_vs_d,
+    "fig6_pcfg": _fig6,
+    "fig7_sbn_omniglot": _metric_vs_d,
+    "fig8_random_ablation": _fig8,
+    "fig9_training_curves": _fig9,
+    "table_wallclock": _table_wallclock,
+    "table_permutation": _table_permutation,
+}
+
+
+def figure(
+    name: str,
+    *,
+    profile: Profile | str | None = None,
+    executor: str | None = None,
+    data_root: str | os.PathLike[str] | None = None,
+    results_root: str | os.PathLike[str] | None = None,
+    figures_dir: str | os.PathLike[str] | None = None,
+) -> FigureResult:
+    """Run figure ``name``'s sweep (cached runs are read, the plan is printed), then summarise,
+    draw and save it under its stem.
+
+    Args:
+        name: a figure stem (:data:`tvolib.paper.sweeps.FIGURES`), a former name or a unique prefix.
+        profile: the scale; None: ``$TVOLIB_PROFILE``, else ``quick``.
+        executor: ``local``, ``slurm``, ``submitit-local`` or ``debug``; None: ``$TVOLIB_EXECUTOR``,
+            else ``local``.
+        data_root: datasets; None: ``$TVOLIB_DATA``, else the user cache.
+        results_root: run folders; None: ``$TVOLIB_RESULTS``, else ``<repo>/results``.
+        figures_dir: outputs; None: ``$TVOLIB_FIGURES``, else ``<repo>/figures``.
+
+    Returns:
+        A :class:`FigureResult`.
+    """
+    stem = resolve_figure(name)
+    p = get_profile(profile)
+    configs = list(FIGURES[stem](p))
+    frame = experiments.run_configs(configs, executor=executor, data_root=data_root, results_root=results_root)
+    return BUILDERS[stem](_Inputs(stem, p, configs, frame, data_root, results_root, figures_dir))

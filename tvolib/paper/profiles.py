@@ -1,0 +1,367 @@
+"""Experiment scales (``smoke``, ``quick``, ``paper``): every knob of every figure's sweep.
+
+A :class:`Profile` fixes what :mod:`tvolib.paper.sweeps` needs: subset sizes, epochs, batch size,
+the grids of ``S`` and ``d``, seeds, evaluation settings, the wall-clock grid (Appendix D.3), the
+permutation-table budgets (Appendix D.4) and the PCFG's scale (:class:`PCFGScale`, Appendix D.1).
+``paper`` is the paper's setup (Section 5 "Experimental Setup", Appendices A and D); ``quick`` is
+the default of ``make figures``; ``smoke`` runs every notebook end to end for CI.
+
+``python -m tvolib.paper.profiles NAME`` prints a profile's description, or an error listing the
+accepted names (the Makefile's check before it starts any notebook).
+
+Example:
+    >>> get_profile("quick").S_values
+    (10,)
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+__all__ = ["Profile", "PCFGScale", "PROFILES", "DEFAULT_PROFILE", "get_profile", "main"]
+
+#: The profile of ``get_profile(None)`` when ``$TVOLIB_PROFILE`` is unset.
+DEFAULT_PROFILE = "quick"
+
+
+def _positive_ints(values: Sequence[Any], low: int = 1) -> bool:
+    return bool(values) and all(isinstance(v, int) and not isinstance(v, bool) and v >= low for v in values)
+
+
+@dataclass(frozen=True)
+class PCFGScale:
+    """The scale of the PCFG sweep (Fig 6): the :class:`tvolib.pcfg.PCFGConfig` fields that a
+    profile sets, the S values and seeds, and the fraction of the last epochs averaged.
+
+    The paper (Appendix D.1): 2000 epochs of the 20 training sentences, 20 seeds, S in
+    {2, 5, 10, 20}, the median over seeds then the mean over the last 100 epochs (0.05).
+    """
+
+    epochs: int
+    n_train: int
+    n_test: int
+    hidden_dim: int
+    train_max_words: int
+    eval_max_words: int
+    max_productions: int
+    lr: float
+    S_values: tuple[int, ...]
+    seeds: tuple[int, ...]
+    #: Fraction of the epochs averaged after the median over seeds (Fig 6).
+    tail_fraction: float
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "n_train", "n_test", "hidden_dim", "train_max_words", "eval_max_words",
+                     "max_productions"):
+            if not _positive_ints([getattr(self, name)]):
+                raise ValueError(f"PCFGScale.{name}={getattr(self, name)!r} is invalid; expected a positive int")
+        if not _positive_ints(self.S_values, 2):
+            raise ValueError(f"PCFGScale.S_values={self.S_values!r} is invalid; expected a non-empty tuple of "
+                             "ints >= 2 (the TVO's covariance estimator needs two samples)")
+        if not _positive_ints(self.seeds, 0):
+            raise ValueError(f"PCFGScale.seeds={self.seeds!r} is invalid; expected a non-empty tuple of ints >= 0")
+        if not (isinstance(self.lr, float) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"PCFGScale.lr={self.lr!r} is invalid; expected a positive finite float")
+        t = self.tail_fraction
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1:
+            raise ValueError(f"PCFGScale.tail_fraction={t!r} is invalid; expected a number in (0, 1]")
+
+    def config_fields(self) -> dict[str, Any]:
+        """The :class:`tvolib.pcfg.PCFGConfig` fields this scale sets."""
+        names = ("epochs", "n_train", "n_test", "hidden_dim", "train_max_words", "eval_max_words",
+                 "max_productions", "lr")
+        return {name: getattr(self, name) for name in names}
+
+    def describe(self) -> str:
+        """One sentence stating the scale."""
+        S = ", ".join(str(s) for s in self.S_values)
+        return (f"PCFG: {self.n_train} training / {self.n_test} test sentences, {self.epochs} epochs, "
+                f"GRU {self.hidden_dim} units, Adam lr {self.lr:g}, S in {{{S}}}, {len(self.seeds)} seed(s), "
+                f"last {self.tail_fraction:.0%} of the epochs averaged")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The scale of every figure's sweep. ``None`` subset sizes mean the full dataset."""
+
+    name: str
+    #: Training / test examples per dataset (a seeded random subset; ``None`` = full split).
+    n_train: int | None
+    n_test: int | None
+    #: Training epochs of every VAE/SBN run (the wall-clock table has its own, below).
+    epochs: int
+    batch_size: int
+    lr: float
+    #: Grids compared in Figs 4, 5, 7, 8 (paper: S in {10, 50}, d in {2, 5, 10, 15}).
+    S_values: tuple[int, ...]
+    d_values: tuple[int, ...]
+    #: Seeds of every run where schedules are compared (paper: 5).
+    seeds: tuple[int, ...]
+    #: Test log p(x) by IWAE with ``eval_S`` samples, every ``eval_every`` epochs (Appendix A).
+    eval_S: int
+    eval_every: int
+    #: Initial bandit window w in epochs for the GP-bandit and random schedules (None: the
+    #: schedule's default, the paper's w = 6 growing by 1 every 10 rounds, Section 5). Short
+    #: profiles need a shorter window for the GP to get enough rounds.
+    bandit_window: int | None
+    #: Epochs before the bandit's first window (GP-bandit and random schedules): the first epochs
+    #: of an untrained model change the evidence by hundreds of nats whatever the arm, a reward that
+    #: would dominate the GP. The authors' code waits 20 epochs; the paper text does not say.
+    bandit_burn_in: int
+    #: Fig 2: epochs at which the GP reward surface is drawn (paper: 2k, 3k, 10k of 10k).
+    reward_surface_epochs: tuple[int, ...]
+    #: Fig 9: values of d whose training curves are drawn (paper: 5 and 15, S = 10).
+    curves_d_values: tuple[int, ...]
+    #: Wall-clock table (Appendix D.3): VAE on Omniglot, S = 10; the bandit runs once per d,
+    #: the log schedule is grid-searched over ``wallclock_grid_size`` values of beta_1 spaced
+    #: linearly in ``wallclock_beta1_range`` for every d.
+    wallclock_epochs: int
+    wallclock_d_values: tuple[int, ...]
+    wallclock_grid_size: int
+    wallclock_beta1_range: tuple[float, float]
+    #: Permutation table (Appendix D.4): test log p(x) after each budget (epochs of the same runs,
+    #: read from the evaluation history, so every budget must be a multiple of ``eval_every``).
+    permutation_budgets: tuple[int, ...]
+    permutation_d_values: tuple[int, ...]
+    permutation_S_values: tuple[int, ...]
+    #: Fig 6's scale (Appendix D.1).
+    pcfg: PCFGScale
+    #: How this profile departs from the paper (shown in captions / the plan).
+    departures: str = ""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the bad field, its value and what is accepted."""
+        def bad(field: str, accepted: str) -> ValueError:
+            return ValueError(
+                f"profile {self.name!r}: field {field}={getattr(self, field)!r} is invalid; expected {accepted}"
+            )
+
+        for f in ("n_train", "n_test"):
+            v = getattr(self, f)
+            if v is not None and (not isinstance(v, int) or v <= 0):
+                raise bad(f, "a positive int or None (full dataset)")
+        for f in ("epochs", "batch_size", "eval_S", "eval_every", "wallclock_epochs", "wallclock_grid_size"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v <= 0:
+                raise bad(f, "a positive int")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise bad("lr", "a positive finite float")
+        if self.bandit_window is not None and (not isinstance(self.bandit_window, int) or self.bandit_window < 1):
+            raise bad("bandit_window", "None (the paper's w = 6) or a positive int")
+        if not isinstance(self.bandit_burn_in, int) or self.bandit_burn_in < 0:
+            raise bad("bandit_burn_in", "an int >= 0 (epochs before the bandit's first window)")
+        for f in ("S_values", "seeds", "permutation_S_values"):
+            v = getattr(self, f)
+            if not v or any(not isinstance(x, int) or x < (1 if f != "seeds" else 0) for x in v):
+                raise bad(f, "a non-empty tuple of positive ints (seeds: ints >= 0)")
+        for f in ("d_values", "curves_d_values", "wallclock_d_values", "permutation_d_values"):
+            v = getattr(self, f)
+            if not v or any(not isinstance(x, int) or x < 2 for x in v):
+                raise bad(f, "a non-empty tuple of ints >= 2 (d counts beta_0 = 0 and >= 1 interior point)")
+        lo, hi = self.wallclock_beta1_range
+        if not 0 < lo < hi < 1:
+            raise bad("wallclock_beta1_range", "(lo, hi) with 0 < lo < hi < 1")
+        for f in ("reward_surface_epochs", "permutation_budgets"):
+            v = getattr(self, f)
+            if not v or any(not isinstance(x, int) or not 0 < x <= self.epochs for x in v):
+                raise bad(f, f"a non-empty tuple of epochs in 1..{self.epochs}")
+        if not isinstance(self.pcfg, PCFGScale):
+            raise bad("pcfg", "a PCFGScale")
+        off = [b for b in self.permutation_budgets if b % self.eval_every and b != self.epochs]
+        if off:
+            raise bad("permutation_budgets", f"multiples of eval_every={self.eval_every} (test log p(x) is only "
+                      f"recorded there); {off} are not")
+
+    @property
+    def wallclock_beta1_grid(self) -> tuple[float, ...]:
+        """The beta_1 grid of the wall-clock table (linear spacing, as in Masrani et al. 2019 Sec. 7.2)."""
+        lo, hi = self.wallclock_beta1_range
+        n = self.wallclock_grid_size
+        if n == 1:
+            return (lo,)
+        return tuple(round(lo + (hi - lo) * i / (n - 1), 10) for i in range(n))
+
+    def describe(self) -> str:
+        """One paragraph stating the scale (for figure captions and the printed plan)."""
+        sub = "full datasets" if self.n_train is None else f"{self.n_train} train / {self.n_test} test examples"
+
+        def braces(values: tuple[int, ...]) -> str:
+            return "{" + ", ".join(str(v) for v in sorted(set(values))) + "}"
+
+        text = (
+            f"profile '{self.name}': {sub}, {self.epochs} epochs, batch {self.batch_size}, Adam lr {self.lr:g}, "
+            f"S in {braces(self.S_values)}, d in {braces(self.d_values)}, {len(self.seeds)} seed(s), "
+            f"test log p(x) by IWAE-{self.eval_S} every {self.eval_every} epochs; bandit window "
+            f"{'w = 6 (+1 every 10 rounds)' if self.bandit_window is None else f'{self.bandit_window} epochs (+1 every 10 rounds)'} "
+            f"after a burn-in of {self.bandit_burn_in} epochs; wall-clock table: "
+            f"{self.wallclock_epochs} epochs, bandit for d in {braces(self.wallclock_d_values)} vs log schedule "
+            f"with {self.wallclock_grid_size} beta_1 in [{self.wallclock_beta1_range[0]:g}, "
+            f"{self.wallclock_beta1_range[1]:g}] per d; permutation table budgets {self.permutation_budgets} epochs; "
+            f"{self.pcfg.describe()}."
+        )
+        return text + (f" Departures from the paper: {self.departures}" if self.departures else "")
+
+    def replace(self, **changes: Any) -> "Profile":
+        """A copy with some fields changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+
+_PAPER = Profile(
+    name="paper",
+    n_train=None,
+    n_test=None,
+    epochs=10_000,
+    batch_size=1000,
+    lr=1e-3,
+    S_values=(10, 50),
+    d_values=(2, 5, 10, 15),
+    seeds=(0, 1, 2, 3, 4),
+    eval_S=5000,
+    eval_every=200,
+    bandit_window=None,
+    bandit_burn_in=20,
+    reward_surface_epochs=(2000, 3000, 10_000),
+    curves_d_values=(5, 15),
+    wallclock_epochs=5000,
+    wallclock_d_values=(2, 3, 4, 5, 6),
+    wallclock_grid_size=20,
+    wallclock_beta1_range=(0.01, 0.9),
+    permutation_budgets=(1000, 2000, 5000, 10_000),
+    permutation_d_values=(5, 10, 15),
+    permutation_S_values=(10, 50),
+    pcfg=PCFGScale(epochs=2000, n_train=20, n_test=20, hidden_dim=100, train_max_words=64, eval_max_words=15,
+                   max_productions=127, lr=1e-3, S_values=(2, 5, 10, 20), seeds=tuple(range(20)),
+                   tail_fraction=0.05),
+    departures=(
+        "none intended (the paper's Section 5 and Appendices A, D; the bandit's 20-epoch burn-in, which the "
+        "paper does not state, is the authors' code's); meant for a GPU machine or a cluster."
+    ),
+)
+
+_QUICK = Profile(
+    name="quick",
+    n_train=1000,
+    n_test=300,
+    epochs=60,
+    batch_size=50,
+    lr=1e-3,
+    S_values=(10,),
+    d_values=(2, 5, 10),
+    seeds=(0, 1, 2),
+    eval_S=300,
+    eval_every=20,
+    bandit_window=3,
+    bandit_burn_in=6,
+    reward_surface_epochs=(12, 18, 60),
+    curves_d_values=(5, 10),
+    wallclock_epochs=60,
+    wallclock_d_values=(2, 3, 4),
+    wallclock_grid_size=3,
+    wallclock_beta1_range=(0.01, 0.9),
+    permutation_budgets=(20, 40, 60),
+    permutation_d_values=(5, 10),
+    permutation_S_values=(10,),
+    # 10 sentences (<= 15 words), a 32-unit network and lr 3e-3 (not Adam's default 1e-3) so that
+    # 200 steps show the trends; 5% of 40 epochs would be 2 noisy epochs, so a quarter is averaged.
+    pcfg=PCFGScale(epochs=40, n_train=10, n_test=10, hidden_dim=32, train_max_words=15, eval_max_words=9,
+                   max_productions=63, lr=3e-3, S_values=(2, 5, 10, 20), seeds=(0, 1, 2), tail_fraction=0.25),
+    departures=(
+        "seeded subsets of 1000 train / 300 test examples instead of the full datasets; 60 epochs of batch 50 "
+        "(1200 Adam steps) instead of 10,000 epochs of batch 1000; S = 10 only (paper: 10 and 50); d in "
+        "{2, 5, 10} (paper adds 15); 3 seeds (paper: 5); IWAE-300 test evaluation (paper: 5000); bandit "
+        "window 3 epochs instead of 6 (so that the GP sees ~20 rounds), after a 6-epoch burn-in (the authors' "
+        "code: 20 of 10,000); Fig 2's stages at epochs 12/18/60 "
+        "mirror the paper's 2k/3k/10k of 10k; Fig 9 uses d in {5, 10} (paper: 5, 15); wall-clock table "
+        "scaled down to d in {2, 3, 4} with a 3-point beta_1 grid (paper: d = 2..6, 20 points, 100 runs, "
+        "5000 epochs); permutation table at budgets 20/40/60 epochs, d in {5, 10}, S = 10 (paper: "
+        "1k/2k/5k/10k epochs, d in {5, 10, 15}, S in {10, 50}); PCFG: 40 epochs of 10 sentences, 3 seeds, a "
+        "32-unit network, lr 3e-3, the last quarter of the epochs averaged (paper: 2000 epochs of 20 sentences, "
+        "20 seeds, 100 units, lr 1e-3, the last 100 epochs)."
+    ),
+)
+
+_SMOKE = Profile(
+    name="smoke",
+    n_train=200,
+    n_test=100,
+    epochs=6,
+    batch_size=100,
+    lr=1e-3,
+    S_values=(5,),
+    d_values=(2, 5),
+    seeds=(0,),
+    eval_S=50,
+    eval_every=3,
+    bandit_window=1,
+    bandit_burn_in=0,
+    reward_surface_epochs=(3, 6),
+    curves_d_values=(5,),
+    wallclock_epochs=6,
+    wallclock_d_values=(2, 3),
+    wallclock_grid_size=2,
+    wallclock_beta1_range=(0.01, 0.9),
+    permutation_budgets=(3, 6),
+    permutation_d_values=(5,),
+    permutation_S_values=(5,),
+    pcfg=PCFGScale(epochs=2, n_train=4, n_test=3, hidden_dim=16, train_max_words=7, eval_max_words=7,
+                   max_productions=31, lr=1e-3, S_values=(2,), seeds=(0,), tail_fraction=0.25),
+    departures=(
+        "a plumbing check only (CI): 200 train / 100 test examples, 6 epochs, S = 5, d in {2, 5}, one seed, "
+        "IWAE-50 evaluation, bandit window 1 epoch; the numbers mean nothing."
+    ),
+)
+
+#: The profiles by name.
+PROFILES: dict[str, Profile] = {p.name: p for p in (_SMOKE, _QUICK, _PAPER)}
+
+
+def get_profile(name: "str | Profile | None" = None) -> Profile:
+    """The profile called ``name``; a :class:`Profile` is returned unchanged, ``None`` means
+    ``$TVOLIB_PROFILE`` if set, else :data:`DEFAULT_PROFILE`.
+
+    Args:
+        name: ``"smoke"``, ``"quick"``, ``"paper"`` (any key of :data:`PROFILES`, case-insensitive),
+            a :class:`Profile`, or ``None``.
+
+    Returns:
+        The :class:`Profile`.
+
+    Raises:
+        ValueError: an unknown name (the message lists the accepted ones).
+    """
+    if name is None:
+        name = os.environ.get("TVOLIB_PROFILE") or DEFAULT_PROFILE
+    if isinstance(name, Profile):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"profile must be a name (str), a Profile or None, got {type(name).__name__}")
+    key = name.strip().lower()
+    if key not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; accepted profiles: {', '.join(PROFILES)}")
+    return PROFILES[key]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tvolib.paper.profiles NAME``: print the profile's description (exit 0), or an
+    ``error:`` line naming the accepted profiles (exit 2)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print(f"usage: python -m tvolib.paper.profiles NAME  (NAME: {' | '.join(PROFILES)})", file=sys.stderr)
+        return 2
+    try:
+        print(get_profile(args[0]).describe())
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+"""The runs behind every figure and table of the paper, as functions of a profile.
+
+Each ``fig*``/``table*`` function returns the list of configs its figure needs; its name is the
+figure's stem, shared by its notebook (``notebooks/NN_<stem>.ipynb``) and its output files
+(``figures/<stem>.png``/``.pdf``/``.csv``/``.md``). All of them build
+their TVO runs through one constructor (:func:`tvo_config`), so wherever two figures need the same
+run they get *equal* configs (same digest, same results folder) and the run is trained once:
+
+- Fig 8's GP-bandit runs are Fig 4's; the permutation table's sorted-GP runs are Fig 4's MNIST
+  GP-bandit runs (its budgets are intermediate evaluations of the same runs);
+- Fig 9's curves are Fig 4/5/7 runs; Fig 2's run (d = 2) and Fig 3's (d = 5) are Fig 4 MNIST
+  GP-bandit runs; Fig 1 loads the model of a Fig 4 MNIST run.
+
+Fixed across figures (the paper's choices, Section 5): objective ``tvo`` (covariance/reparam
+estimator chosen by the trainer), log/linear schedules with beta_1 = 0.025, data subset seed 0
+(the subset does not change with the run's seed, so schedules are compared on the same data).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tvolib.paper.profiles import Profile, get_profile
+from tvolib.pcfg import PCFGConfig
+from tvolib.train import RunConfig
+
+__all__ = [
+    "COMPARED_SCHEDULES",
+    "VAE_DATASETS",
+    "SBN_DATASETS",
+    "FIGURES",
+    "tvo_config",
+    "WallclockConfigs",
+    "FIGURE_ALIASES",
+    "PCFG_METHODS",
+    "fig1_tvo_integrand",
+    "fig2_reward_surface",
+    "fig3_beta_over_time",
+    "fig4_vae_mnist_fashion",
+    "fig5_sbn_binarized_mnist",
+    "fig6_pcfg",
+    "fig7_sbn_omniglot",
+    "fig8_random_ablation",
+    "fig9_training_curves",
+    "table_wallclock",
+    "table_permutation",
+    "pcfg_sweep",
+    "tail_fraction",
+    "resolve_figure",
+    "figure_configs",
+    "all_configs",
+]
+
+#: Schedules compared in Figs 4, 5, 7 and 9 (Section 5: linear, log, moments baselines).
+COMPARED_SCHEDULES: tuple[str, ...] = ("linear", "log", "moments", "gp_bandit")
+#: Schedules that take the profile's bandit window and burn-in (``schedule_options``).
+WINDOWED_SCHEDULES: tuple[str, ...] = ("gp_bandit", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random")
+#: Continuous VAE datasets (Fig 4, 8) and Sigmoid Belief Network datasets (Fig 5, 7).
+VAE_DATASETS: tuple[str, ...] = ("mnist", "fashion_mnist")
+SBN_DATASETS: tuple[str, ...] = ("binarized_mnist", "omniglot")
+#: The paper's baseline beta_1 for the log schedule (Section 5, from Masrani et al. 2019's grid search).
+LOG_BETA1 = 0.025
+#: Subset seed shared by every run (the run's own seed drives initialisation and sampling).
+DATA_SEED = 0
+
+
+def tvo_config(
+    profile: Profile | str,
+    *,
+    model: str,
+    dataset: str,
+    schedule: str,
+    d: int,
+    S: int,
+    seed: int,
+    epochs: int | None = None,
+    log_beta1: float = LOG_BETA1,
+) -> RunConfig:
+    """The :class:`tvolib.train.RunConfig` of one TVO run at ``profile``'s scale (validated).
+
+    Args:
+        profile: a profile or its name; sets subset sizes, epochs, batch, lr, evaluation and the
+            bandit's window and burn-in (for the windowed schedules).
+        model, dataset, schedule, d, S, seed: the run's own fields.
+        epochs: overrides the profile's epochs (the wall-clock table).
+        log_beta1: beta_1 of the log schedule (the paper's 0.025 unless grid-searched).
+
+    Returns:
+        The validated config.
+
+    Example:
+        >>> tvo_config("smoke", model="vae", dataset="mnist", schedule="log", d=5, S=5, seed=0).epochs
+        6
+    """
+    p = get_profile(profile)
+    options: dict[str, int] = {}
+    if schedule in WINDOWED_SCHEDULES:
+        if p.bandit_window is not None:
+            options["window"] = p.bandit_window
+        if p.bandit_burn_in:
+            options["burn_in"] = p.bandit_burn_in
+    return RunConfig(
+        model=model,
+        dataset=dataset,
+        n_train=p.n_train,
+        n_test=p.n_test,
+        data_seed=DATA_SEED,
+        objective="tvo",
+        schedule=schedule,
+        d=d,
+        S=S,
+        epochs=p.epochs if epochs is None else epochs,
+        batch_size=p.batch_size,
+        lr=p.lr,
+        seed=seed,
+        log_beta1=log_beta1,
+        eval_every=p.eval_every,
+        eval_S=p.eval_S,
+        schedule_options=options,
+    ).validate()
+
+
+def _model_for(dataset: str) -> str:
+    return "vae" if dataset in VAE_DATASETS else "sbn"
+
+
+def _grid(p: Profile, datasets: tuple[str, ...], schedules: tuple[str, ...], *, S_values: tuple[int, ...] | None = None,
+          d_values: tuple[int, ...] | None = None, seeds: tuple[int, ...] | None = None) -> list[Any]:
+    return [
+        tvo_config(p, model=_model_for(ds), dataset=ds, schedule=sch, d=d, S=S, seed=seed)
+        for ds in datasets
+        for S in (S_values or p.S_values)
+        for d in (d_values or p.d_values)
+        for sch in schedules
+        for seed in (seeds or p.seeds)
+    ]
+
+
+def _showcase_d(p: Profile, wanted: int) -> int:
+    """``wanted`` if the profile trains it, else the closest d it does train (so the run is shared)."""
+    return min(p.d_values, key=lambda d: (abs(d - wanted), d))
+
+
+def fig1_tvo_integrand(profile: Profile | str) -> list[Any]:
+    """Fig 1: the one run whose trained VAE draws the integrand E_{pi_beta}[log w] versus beta
+    (MNIST, log schedule, d = 5, first S and seed: a Fig 4 run)."""
+    p = get_profile(profile)
+    return [tvo_config(p, model="vae", dataset="mnist", schedule="log", d=_showcase_d(p, 5), S=p.S_values[0],
+                       seed=p.seeds[0])]
+
+
+def fig2_reward_surface(profile: Profile | str) -> list[Any]:
+    """Fig 2: one GP-bandit run with d = 2 (MNIST, first S and seed); the notebook rebuilds the GP
+    posterior at the epochs ``profile.reward_surface_epochs`` from its schedule history."""
+    p = get_profile(profile)
+    return [tvo_config(p, model="vae", dataset="mnist", schedule="gp_bandit", d=2, S=p.S_values[0], seed=p.seeds[0])]
+
+
+def fig3_beta_over_time(profile: Profile | str) -> list[Any]:
+    """Fig 3: the bandit's chosen betas over training, d = 5 on MNIST (first S and seed)."""
+    p = get_profile(profile)
+    return [tvo_config(p, model="vae", dataset="mnist", schedule="gp_bandit", d=_showcase_d(p, 5), S=p.S_values[0],
+                       seed=p.seeds[0])]
+
+
+def fig4_vae_mnist_fashion(profile: Profile | str) -> list[Any]:
+    """Fig 4: VAE on MNIST and Fashion-MNIST; every S, d, compared schedule and seed of the profile."""
+    return _grid(get_profile(profile), VAE_DATASETS, COMPARED_SCHEDULES)
+
+
+def fig5_sbn_binarized_mnist(profile: Profile | str) -> list[Any]:
+    """Fig 5: Sigmoid Belief Network on binarized MNIST; every S, d, compared schedule and seed."""
+    return _grid(get_profile(profile), ("binarized_mnist",), COMPARED_SCHEDULES)
+
+
+def fig7_sbn_omniglot(profile: Profile | str) -> list[Any]:
+    """Fig 7 (Appendix D.2): Sigmoid Belief Network on binarized Omniglot; every S, d, schedule and seed."""
+    return _grid(get_profile(profile), ("omniglot",), COMPARED_SCHEDULES)
+
+
+#: The methods of Fig 6 as (objective, schedule): the TVO with the log and GP-bandit schedules,
+#: and the baselines REINFORCE, wake-wake and wake-sleep (Appendix D.1).
+PCFG_METHODS: tuple[tuple[str, str], ...] = (("tvo", "log"), ("tvo", "gp_bandit"), ("reinforce", "none"),
+                                             ("wake-wake", "none"), ("wake-sleep", "none"))
+
+
+def pcfg_sweep(profile: Profile | str) -> list[PCFGConfig]:
+    """The Fig 6 runs: every method x S x seed at the profile's :class:`~tvolib.paper.profiles.PCFGScale`
+    (the paper: S in {2, 5, 10, 20}, 2000 epochs, 20 seeds, d = 5 and the other
+    :class:`tvolib.pcfg.PCFGConfig` defaults)."""
+    scale = get_profile(profile).pcfg
+    return [PCFGConfig(objective=objective, schedule=schedule, S=S, seed=seed, **scale.config_fields()).validate()
+            for S in scale.S_values for objective, schedule in PCFG_METHODS for seed in scale.seeds]
+
+
+def tail_fraction(profile: Profile | str) -> float:
+    """Fraction of the last epochs Fig 6 averages: the paper's 100 of 2000 (0.05) at paper scale,
+    a quarter for the short smoke/quick runs (:attr:`PCFGScale.tail_fraction`)."""
+    return get_profile(profile).pcfg.tail_fraction
+
+
+def fig6_pcfg(profile: Profile | str) -> list[Any]:
+    """Fig 6 (Appendix D.1): the PCFG sweep, :func:`pcfg_sweep`."""
+    return pcfg_sweep(profile)
+
+
+class WallclockConfigs(list):
+    """The wall-clock table's runs (a list, bandit runs first) with ``.bandit`` and ``.grid`` views."""
+
+    @property
+    def bandit(self) -> list[Any]:
+        """One GP-bandit run per d."""
+        return [c for c in self if c.schedule == "gp_bandit"]
+
+    @property
+    def grid(self) -> list[Any]:
+        """The log-schedule grid: every beta_1 of the grid for every d."""
+        return [c for c in self if c.schedule == "log"]
+
+
+def table_wallclock(profile: Profile | str) -> WallclockConfigs:
+    """Appendix D.3: VAE on Omniglot (first S; the paper: S = 10), ``wallclock_epochs`` epochs, one
+    seed. The bandit runs once per d in ``wallclock_d_values``; the log schedule runs for every d and
+    every beta_1 of ``profile.wallclock_beta1_grid`` (the paper: 20 values in [0.01, 0.9], d = 2..6)."""
+    p = get_profile(profile)
+    common = dict(model="vae", dataset="omniglot", S=p.S_values[0], seed=p.seeds[0], epochs=p.wallclock_epochs)
+    bandit = [tvo_config(p, schedule="gp_bandit", d=d, **common) for d in p.wallclock_d_values]
+    grid = [tvo_config(p, schedule="log", d=d, log_beta1=b1, **common)
+            for d in p.wallclock_d_values for b1 in p.wallclock_beta1_grid]
+    return WallclockConfigs(bandit + grid)
+
+
+def fig8_random_ablation(profile: Profile | str) -> list[Any]:
+    """Fig 8 (Appendix D.4): GP-bandit (Fig 4's runs) versus uniformly random schedules, MNIST and
+    Fashion-MNIST, every d and seed, at the first S of the profile (S = 10)."""
+    p = get_profile(profile)
+    return _grid(p, VAE_DATASETS, ("gp_bandit", "random"), S_values=p.S_values[:1])
+
+
+def table_permutation(profile: Profile | str) -> list[Any]:
+    """Appendix D.4 table: sorted (permutation-invariant, Fig 4's runs) versus unsorted GP on MNIST,
+    for ``permutation_S_values`` x ``permutation_d_values`` and every seed; the budgets
+    ``profile.permutation_budgets`` are intermediate evaluations of these same runs."""
+    p = get_profile(profile)
+    return _grid(p, ("mnist",), ("gp_bandit", "gp_bandit_unsorted"), S_values=p.permutation_S_values,
+                 d_values=p.permutation_d_values)
+
+
+def fig9_training_curves(profile: Profile | str) -> list[Any]:
+    """Fig 9 (Appendix D.5): training log p(x) curves, S = first S, d in ``curves_d_values``, the
+    compared schedules, all four datasets (the runs of Figs 4, 5 and 7)."""
+    p = get_profile(profile)
+    return _grid(p, VAE_DATASETS + SBN_DATASETS, COMPARED_SCHEDULES, S_values=p.S_values[:1],
+                 d_values=p.curves_d_values)
+
+
+#: Every figure/table in notebook order, by stem.
+FIGURES: dict[str, Callable[[Profile | str], list[Any]]] = {
+    "fig1_tvo_integrand": fig1_tvo_integrand,
+    "fig2_reward_surface": fig2_reward_surface,
+    "fig3_beta_over_time": fig3_beta_over_time,
+    "fig4_vae_mnist_fashion": fig4_vae_mnist_fashion,
+    "fig5_sbn_binarized_mnist": fig5_sbn_binarized_mnist,
+    "fig6_pcfg": fig6_pcfg,
+    "fig7_sbn_omniglot": fig7_sbn_omniglot,
+    "fig8_random_ablation": fig8_random_ablation,
+    "fig9_training_curves": fig9_training_curves,
+    "table_wallclock": table_wallclock,
+    "table_permutation": table_permutation,
+}
+
+#: Former names still accepted by :func:`resolve_figure` (and so by ``python -m tvolib run``).
+FIGURE_ALIASES: dict[str, str] = {
+    "fig1_integrand": "fig1_tvo_integrand",
+    "fig4_vae": "fig4_vae_mnist_fashion",
+    "fig5_sbn_mnist": "fig5_sbn_binarized_mnist",
+    "fig8_ablation_random": "fig8_random_ablation",
+}
+
+
+def resolve_figure(name: str) -> str:
+    """The figure stem for ``name``: a stem, a former name (:data:`FIGURE_ALIASES`) or a unique
+    prefix such as ``fig4`` or ``table_wall``; raises ``ValueError`` listing the stems otherwise."""
+    key = name.strip().lower().replace("-", "_")
+    key = FIGURE_ALIASES.get(key, key)
+    if key in FIGURES:
+        return key
+    matches = [f for f in FIGURES if f.startswith(key) and (len(f) == len(key) or not f[len(key)].isdigit())]
+    if len(matches) == 1:
+        return matches[0]
+    hint = f" (ambiguous: {', '.join(matches)})" if matches else ""
+    raise ValueError(f"unknown figure {name!r}{hint}; accepted: all, {', '.join(FIGURES)} (or a unique prefix such as fig4)")
+
+
+def figure_configs(name: str, profile: Profile | str) -> list[Any]:
+    """The configs of figure ``name`` (see :func:`resolve_figure`; ``"all"`` = every figure, deduplicated)."""
+    if name.strip().lower() == "all":
+        return all_configs(profile)
+    return list(FIGURES[resolve_figure(name)](get_profile(profile)))
+
+
+def all_configs(profile: Profile | str, *, skip_unavailable: bool = False) -> list[Any]:
+    """Every figure's configs in notebook order, each distinct config once.
+
+    ``skip_unavailable`` drops figures whose configs raise ``ImportError`` instead of raising.
+    """
+    seen: dict[tuple[str, str], Any] = {}
+    for fn in FIGURES.values():
+        try:
+            configs = fn(get_profile(profile))
+        except ImportError:
+            if skip_unavailable:
+                continue
+            raise
+        for c in configs:
+            seen.setdefault((c.kind, c.digest()), c)
+    return list(seen.values())
