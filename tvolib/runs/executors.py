@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from tvolib import paths
 from tvolib.checkpoint import atomic_write
-from tvolib.profiles import estimate_seconds
+from tvolib.runs.cost import estimate_seconds
 from tvolib.runs.plan import default_workers, format_plan, plan
 from tvolib.runs.readers import results_frame, unique_configs
 from tvolib.runs.run import TrainArg, check_device, run_one

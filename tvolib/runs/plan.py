@@ -1,8 +1,8 @@
 """What a sweep would do before it runs: the cache status of every config and the estimated cost.
 
-The cost of one run comes from :func:`tvolib.profiles.estimate_seconds` (single-thread CPU
+The cost of one run comes from :func:`tvolib.runs.cost.estimate_seconds` (single-thread CPU
 seconds); the wall time on ``workers`` parallel workers from
-:func:`tvolib.profiles.estimate_wall_seconds` (largest run first).
+:func:`tvolib.runs.cost.estimate_wall_seconds` (largest run first).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from tvolib.profiles import estimate_seconds, estimate_wall_seconds
+from tvolib.runs.cost import estimate_seconds, estimate_wall_seconds
 from tvolib.runs.readers import config_fields, unique_configs
 from tvolib.runs.store import ERROR_FILE, PROBLEMS, config_kind, inspect_run, run_dir
 

@@ -1,12 +1,9 @@
-"""The cost model of the printed plan (in ``tvolib.profiles`` until it moves to the runner).
-
-The profiles and sweeps are tested in ``tests/paper/``.
-"""
+"""The cost model of the printed plan (tvolib.runs.cost)."""
 from __future__ import annotations
 
-from tvolib import profiles
 from tvolib.paper import sweeps
-from tvolib.profiles import bandit_rounds, estimate_seconds, estimate_wall_seconds
+from tvolib.runs import cost
+from tvolib.runs.cost import bandit_rounds, estimate_seconds, estimate_wall_seconds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -37,5 +34,5 @@ def test_bandit_rounds_and_makespan():
 
 
 def test_cost_constants_documented():
-    doc = profiles.__dict__["COST_CONSTANTS"]
+    doc = cost.__dict__["COST_CONSTANTS"]
     assert {"startup_s", "train_s_per_sample", "eval_s_per_sample", "bandit_round_s", "pcfg_epoch_s"} <= set(doc)
