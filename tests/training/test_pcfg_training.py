@@ -78,3 +78,12 @@ def test_baselines_run(objective):
     assert result.history[1]["betas"] == [0.0]
 
 
+
+
+def test_an_unknown_grammar_is_rejected_by_validate(tmp_path):
+    with pytest.raises(ValueError, match=r"PCFGConfig\.grammar='no_such_grammar'.*not a packaged grammar"):
+        PCFGConfig(grammar="no_such_grammar").validate()
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(ValueError, match=r"PCFGConfig\.grammar=.*broken\.json.*not valid JSON"):
+        PCFGConfig(grammar=str(broken)).validate()

@@ -291,37 +291,48 @@ class ImageTask(Task):
         change within the epoch, as in the paper's code.
         """
         config, dev = self.config, self.device
-        betas_dev = betas.to(dev)
         x_epoch = self.data.train_epoch(self.generators["data"])
         n = x_epoch.shape[0]
         perm = torch.randperm(n, generator=self.generators["shuffle"]).to(dev)
         n_batches = math.ceil(n / config.batch_size)
-        sums = torch.zeros(5, dtype=torch.float64, device=dev)  # loss, phi_loss, elbo, iwae, evidence
         self.loss_log = torch.zeros(n_batches, 2, device=dev)
-        two_losses, log_s = False, math.log(config.S)
+        outputs = []
         for b in range(n_batches):
             xb = x_epoch[perm[b * config.batch_size:(b + 1) * config.batch_size]]
-            out = self._loss(xb, betas_dev)
-            two_losses = out.phi_loss is not None
+            out = self._loss(xb, betas)  # betas stay on the CPU: the objective validates them without a sync
             self.loss_log[b, 0] = out.loss.detach()
-            if two_losses:
+            if out.phi_loss is not None:
                 self.loss_log[b, 1] = out.phi_loss.detach()
             self._step(out)
-            with torch.no_grad():
-                log_w, bsz = out.log_w.detach(), xb.shape[0]
-                sums += torch.stack([
-                    out.loss.detach().double() * bsz,
-                    (out.phi_loss.detach().double() * bsz) if two_losses else sums.new_zeros(()),
-                    log_w.mean(0).double().sum(),
-                    (torch.logsumexp(log_w, 0) - log_s).double().sum(),
-                    log_evidence(log_w, self.spec).double().sum(),
-                ])
+            outputs.append(out._replace(loss=out.loss.detach(), log_w=out.log_w.detach(),
+                                        phi_loss=None if out.phi_loss is None else out.phi_loss.detach()))
+        sums, two_losses = self._epoch_sums(outputs, dev), outputs[-1].phi_loss is not None
         means = (sums / n).tolist()
         row: dict[str, Any] = {"epoch": epoch, "loss": means[0], **({"phi_loss": means[1]} if two_losses else {})}
         row.update(train_elbo=means[2], train_iwae=means[3], train_evidence=means[4],
                    betas=[float(v) for v in betas.tolist()])
         self._x_epoch = x_epoch
         return row
+
+    def _epoch_sums(self, outputs: list[LossOutput], dev: torch.device) -> Tensor:
+        """Sums over the epoch's points of loss, phi_loss, ELBO, IWAE-S and evidence, float64 ``(5,)``.
+
+        Computed after the minibatch loop (the evidence's quadrature weights go to the device, a
+        host synchronisation), minibatch by minibatch in training order.
+        """
+        sums = torch.zeros(5, dtype=torch.float64, device=dev)
+        log_s = math.log(self.config.S)
+        with torch.no_grad():
+            for out in outputs:
+                log_w, bsz = out.log_w, out.log_w.shape[1]
+                sums += torch.stack([
+                    out.loss.double() * bsz,
+                    (out.phi_loss.double() * bsz) if out.phi_loss is not None else sums.new_zeros(()),
+                    log_w.mean(0).double().sum(),
+                    (torch.logsumexp(log_w, 0) - log_s).double().sum(),
+                    log_evidence(log_w, self.spec).double().sum(),
+                ])
+        return sums
 
     def schedule_inputs(self) -> dict[str, Any]:
         x = self._x_epoch[:SCHEDULE_LOG_WEIGHT_EXAMPLES]

@@ -36,6 +36,7 @@ from torch import Tensor
 from tvolib.config import ExperimentConfig, resolve_device
 from tvolib.models.pcfg import (
     Grammar,
+    GrammarError,
     PCFGInferenceNetwork,
     PCFGModel,
     encode_sentences,
@@ -152,6 +153,10 @@ class PCFGConfig(ExperimentConfig):
                                          f"productions > max_productions={self.max_productions}")
         if not isinstance(self.grammar, str) or not self.grammar:
             raise bad("grammar", "give a packaged grammar name or a JSON path")
+        try:
+            load_grammar(self.grammar)
+        except GrammarError as exc:
+            raise bad("grammar", str(exc)) from exc
         return self
 
 

@@ -68,7 +68,17 @@ class ExactTestSet:
 
 def build_test_set(grammar: Grammar, sentences: list[tuple[int, ...]], device: torch.device | str | None = None,
                    max_parses: int = 10_000) -> ExactTestSet:
-    """Enumerate the parses of every sentence (raises if one has none or more than ``max_parses``)."""
+    """Enumerate the parses of every test sentence, with their log-probabilities under the true grammar.
+
+    Args:
+        grammar: the grammar (its true rule probabilities define ``p_true``).
+        sentences: token ids of each sentence.
+        device: where the parse tensors live.
+        max_parses: the most parses one sentence may have.
+
+    Returns:
+        An :class:`ExactTestSet`. Raises ``ValueError`` if a sentence has no parse or more than ``max_parses``.
+    """
     all_parses: list[tuple[int, ...]] = []
     offsets, rows = [0], []
     for i, words in enumerate(sentences):
@@ -99,8 +109,21 @@ def _segment_kl(log_q: Tensor, log_p_post: Tensor) -> float:
 
 @torch.no_grad()
 def exact_metrics(grammar: Grammar, model: PCFGModel, qnet: PCFGInferenceNetwork, test: ExactTestSet) -> dict[str, float]:
-    """The Fig. 6 metrics (module docstring): ``kl_p``, ``kl_p_tree``, ``kl_q_true``, ``kl_q_theta``,
-    ``q_parse_mass``, ``kl_true_q``, ``test_log_px``, ``test_log_px_true``, ``theta_spectral_radius``."""
+    """The Fig. 6 metrics of the module docstring, exactly (no sampling).
+
+    Args:
+        grammar: the grammar with the true rule probabilities.
+        model: the learned ``p_theta``. qnet: the inference network ``q_phi``.
+        test: the test sentences with their parses (:func:`build_test_set`).
+
+    Returns:
+        ``{"kl_p", "kl_p_tree", "kl_q_true", "kl_q_theta", "q_parse_mass", "kl_true_q", "test_log_px",
+        "test_log_px_true", "theta_spectral_radius"}`` as floats.
+
+    Example:
+        >>> exact_metrics(grammar, PCFGModel(grammar, init="true"), qnet, test)["kl_p"]  # doctest: +SKIP
+        0.0
+    """
     log_theta = model.log_probs().double().cpu()
     log_true = grammar.true_log_probs()
     per_nt = rule_kl(grammar, log_theta, log_true)
