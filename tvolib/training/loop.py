@@ -37,7 +37,8 @@ from tvolib.schedules import Schedule
 from tvolib.checkpoint import plain
 from tvolib.training.run_folder import RunFolder
 
-__all__ = ["RunResult", "Task", "TrainingDivergedError", "derived_seed", "progress_bar", "run"]
+__all__ = ["RunResult", "Task", "TrainingDivergedError", "check_losses", "derived_seed", "final_record", "progress_bar",
+           "run"]
 
 _TIMERS = ("eval_seconds", "bandit_seconds")
 
@@ -205,8 +206,8 @@ def _timed(timers: dict[str, float], key: str, fn: Callable[..., Any], *args: An
         timers[key] += time.perf_counter() - start
 
 
-def _check_losses(task: Task, epoch: int, history: list[dict[str, Any]], where: str,
-                  cause: BaseException | None = None) -> None:
+def check_losses(task: Task, epoch: int, history: list[dict[str, Any]], where: str,
+                 cause: BaseException | None = None) -> None:
     """Raise :class:`TrainingDivergedError` if a minibatch loss of this epoch was NaN or infinite."""
     log = task.loss_log
     if log is None:
@@ -230,14 +231,17 @@ def _train_epoch(task: Task, epoch: int, betas: Tensor, history: list[dict[str, 
     try:
         row = task.run_epoch(epoch, betas)
     except Exception as exc:  # NaN parameters can make a sampler fail before the epoch ends
-        _check_losses(task, epoch, history, where, cause=exc)
+        check_losses(task, epoch, history, where, cause=exc)
         raise
-    _check_losses(task, epoch, history, where)
+    check_losses(task, epoch, history, where)
     row["seconds"] = time.perf_counter() - start
     return row
 
 
-def _final(task: Task, history: list[dict[str, Any]], timers: dict[str, float], epochs_done: int) -> dict[str, Any]:
+def final_record(task: Task, history: list[dict[str, Any]], timers: dict[str, float], epochs_done: int
+                 ) -> dict[str, Any]:
+    """``RunResult.final``: the task's metrics, then timings (``train_seconds``, ``eval_seconds``,
+    ``bandit_seconds``), ``epochs``, ``completed`` and ``device``."""
     final = task.final_metrics(history, epochs_done)
     final.update(
         train_seconds=sum(r.get("seconds", 0.0) for r in history),
@@ -325,7 +329,7 @@ def _run(task: Task, folder: RunFolder | None, state: dict[str, Any] | None, pro
             bar.close()
     if state is None and last == 0:  # epochs=0 (or stop_after=0): still record the epoch-0 evaluation
         save_checkpoint(0)
-    final = _final(task, history, timers, start)
+    final = final_record(task, history, timers, start)
     if final["completed"] and model_out and folder is not None:
         folder.save_model(task.trained_state())
     return RunResult(config=config, history=history, schedule_history=plain(schedule.history()), final=final)
