@@ -3,7 +3,7 @@
 * :mod:`~tvolib.training.loop`: the epoch skeleton (resume, schedule, evaluation, checkpoints,
   divergence, progress), :class:`RunResult`, :class:`TrainingDivergedError`, the :class:`Task` interface;
 * :mod:`~tvolib.training.run_folder`: run folders (lock, checks, checked checkpoints);
-* :mod:`~tvolib.training.schedule`: schedules by name;
+* :mod:`~tvolib.training.schedule`: schedules by name; :mod:`~tvolib.training.fields`: config value checks;
 * :mod:`~tvolib.training.images`: VAE / SBN (:class:`RunConfig`, :func:`train`);
 * :mod:`~tvolib.training.pcfg` and :mod:`~tvolib.training.pcfg_metrics`: the PCFG (:class:`PCFGConfig`,
   :func:`train_pcfg`) and its exact metrics;

@@ -27,6 +27,7 @@ from tvolib.objectives import OBJECTIVES, LossOutput, compute_loss
 from tvolib.schedules import Schedule
 from tvolib.checkpoint import load
 from tvolib.training.evaluate import evaluate
+from tvolib.training.fields import bad_field, check_integers, check_positive_numbers, check_seeds
 from tvolib.training.loop import RunResult, Task, derived_seed, run
 from tvolib.training.schedule import BANDIT_SCHEDULES, SCHEDULES, config_digest, make_schedule, schedule_option_names
 from tvolib.tvo import EvidenceSpec, log_evidence
@@ -38,8 +39,6 @@ MODELS: tuple[str, ...] = tuple(MODEL_CLASSES)
 REPARAM_OBJECTIVES: tuple[str, ...] = ("iwae", "tvo_reparam")
 #: Training examples handed to ``Schedule.step``'s ``log_weights`` callable (moments re-estimation).
 SCHEDULE_LOG_WEIGHT_EXAMPLES = 1000
-#: Seeds are stored as torch generator seeds: integers in [0, 2**63).
-SEED_LIMIT = 2**63
 
 
 def _normalise_options(name: str, options: Any) -> tuple[tuple[str, Any], ...]:
@@ -131,7 +130,7 @@ class RunConfig(ExperimentConfig):
         return self
 
     def _bad(self, name: str, what: str) -> ValueError:
-        return ValueError(f"RunConfig.{name}={getattr(self, name)!r} is not accepted; {what}")
+        return bad_field(self, name, what)
 
     def _validate_names(self) -> None:
         for name, accepted in (("model", MODELS), ("dataset", tuple(DATASETS)), ("objective", tuple(OBJECTIVES)),
@@ -144,22 +143,12 @@ class RunConfig(ExperimentConfig):
                                          f"(discrete latents) cannot give; choose one of {usable}")
 
     def _validate_numbers(self) -> None:
-        lows = {"n_train": 1, "n_test": 1, "data_seed": 0, "S": 2 if self.objective.startswith("tvo")
-                or self.objective == "vimco" else 1, "epochs": 0, "batch_size": 1, "seed": 0, "eval_every": 0,
-                "eval_S": 1, "d": 2 if self.uses_schedule and self.schedule not in ("linear", "log") else 1}
-        for name, low in lows.items():
-            value = getattr(self, name)
-            if value is None and name in ("n_train", "n_test"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise self._bad(name, f"it must be an integer >= {low}" + (" or None" if name.startswith("n_") else ""))
-        for name in ("seed", "data_seed"):
-            if getattr(self, name) >= SEED_LIMIT:
-                raise self._bad(name, "it must lie in [0, 2**63)")
-        for name in ("lr", "log_beta1"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise self._bad(name, "it must be a finite number > 0")
+        needs_two = self.objective.startswith("tvo") or self.objective == "vimco"
+        adaptive = self.uses_schedule and self.schedule not in ("linear", "log")
+        check_integers(self, {"n_train": 1, "n_test": 1, "S": 2 if needs_two else 1, "epochs": 0, "batch_size": 1,
+                              "eval_every": 0, "eval_S": 1, "d": 2 if adaptive else 1}, optional=("n_train", "n_test"))
+        check_seeds(self, ("data_seed", "seed"))
+        check_positive_numbers(self, ("lr", "log_beta1"))
         if self.log_beta1 >= 1:
             raise self._bad("log_beta1", "it must lie in (0, 1)")
 

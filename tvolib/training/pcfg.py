@@ -47,6 +47,7 @@ from tvolib.models.pcfg import (
 from tvolib.objectives import covariance_surrogate
 from tvolib.schedules import Schedule
 from tvolib.checkpoint import CorruptFileError, load
+from tvolib.training.fields import bad_field, check_integers, check_positive_numbers, check_seeds
 from tvolib.training.loop import RunResult, Task, derived_seed, run
 from tvolib.training.pcfg_metrics import METRICS, build_test_set, exact_metrics
 from tvolib.training.schedule import BANDIT_SCHEDULES, config_digest, make_schedule
@@ -123,7 +124,7 @@ class PCFGConfig(ExperimentConfig):
         """Return ``self`` if every field is acceptable, else raise ``ValueError`` naming the field."""
 
         def bad(name: str, what: str) -> ValueError:
-            return ValueError(f"PCFGConfig.{name}={getattr(self, name)!r} is not accepted; {what}")
+            return bad_field(self, name, what)
 
         if self.objective not in OBJECTIVES:
             raise bad("objective", f"choose one of {list(OBJECTIVES)}")
@@ -131,21 +132,12 @@ class PCFGConfig(ExperimentConfig):
             raise bad("schedule", f"the TVO needs one of {list(SCHEDULES)}")
         if self.theta_init not in THETA_INITS:
             raise bad("theta_init", f"choose one of {list(THETA_INITS)}")
-        lows = {"d": 2 if self.schedule == "gp_bandit" else 1, "S": 2 if self.objective == "tvo" else 1,
-                "epochs": 0, "batch_size": 1, "n_train": 1, "n_test": 1, "data_seed": 0, "seed": 0,
-                "hidden_dim": 2, "max_productions": 1, "train_max_words": 1, "eval_max_words": 1,
-                "max_parses": 1, "eval_every": 1}
-        for name, low in lows.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise bad(name, f"it must be an integer >= {low}")
-        for name in ("seed", "data_seed"):
-            if getattr(self, name) >= 2**63:
-                raise bad(name, "it must lie in [0, 2**63)")
-        for name in ("lr", "likelihood_scale", "log_beta1"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise bad(name, "it must be a finite number > 0")
+        check_integers(self, {"d": 2 if self.schedule == "gp_bandit" else 1, "S": 2 if self.objective == "tvo" else 1,
+                              "epochs": 0, "batch_size": 1, "n_train": 1, "n_test": 1, "hidden_dim": 2,
+                              "max_productions": 1, "train_max_words": 1, "eval_max_words": 1, "max_parses": 1,
+                              "eval_every": 1})
+        check_seeds(self, ("data_seed", "seed"))
+        check_positive_numbers(self, ("lr", "likelihood_scale", "log_beta1"))
         if self.log_beta1 >= 1:
             raise bad("log_beta1", "it must lie in (0, 1)")
         if 2 * self.train_max_words - 1 > self.max_productions:
