@@ -1,10 +1,10 @@
-"""Test-set evaluation throughput: chunked IWAE-5000 (tvolib.evaluate) versus batch size 1.
+"""Test-set evaluation throughput: chunked IWAE-5000 (tvolib.training.evaluate) versus batch size 1.
 
 Not a test (no assertions on time). For each model (the paper's VAE and SBN, untrained, seeded),
 on the same test points and the same S (default 5000, as in the paper), it measures:
 
 * **batch size 1**: the authors' way, one point at a time with all S samples in one call;
-* **chunked**: :func:`tvolib.evaluate.evaluate`, points and samples in chunks;
+* **chunked**: :func:`tvolib.training.evaluate.evaluate`, points and samples in chunks;
 
 and prints a table with points per second, the speed-up (target >= 20x) and both mean test
 log p(x) estimates. The two use different random draws, so they agree within Monte Carlo error:
@@ -30,7 +30,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tvolib.evaluate import evaluate  # noqa: E402
+from tvolib.training.evaluate import evaluate  # noqa: E402
 from tvolib.models import build_model  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Training throughput: seconds per epoch of :func:`tvolib.train.train` next to the bare floor.
+"""Training throughput: seconds per epoch of :func:`tvolib.training.images.train` next to the bare floor.
 
 Not a test (no assertions on time). Measures, in one process and on the same data:
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tvolib.data import load_dataset  # noqa: E402
 from tvolib.models import build_model  # noqa: E402
-from tvolib.train import RunConfig, train  # noqa: E402
+from tvolib.training.images import RunConfig, train  # noqa: E402
 
 
 def _steady(times: list[float]) -> float:

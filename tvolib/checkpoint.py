@@ -1,22 +1,37 @@
-"""Atomic checkpoint files that load with ``torch.load(weights_only=True)``.
+"""Atomic, durable files and safe loading: what every writer of results, caches and checkpoints uses.
 
-A checkpoint is written to a temporary file in the destination folder, flushed and fsync'ed,
-then moved over the old one with ``os.replace`` (atomic on POSIX), so that a run killed while
-saving leaves the previous checkpoint intact. Contents are restricted to what the safe
-unpickler accepts (tensors, numbers, str, bool, None, lists, tuples, dicts); :func:`plain`
-converts NumPy scalars/arrays and other tensors-in-records into such values.
+Every file is written to a temporary sibling (``.<name>.*.tmp``), flushed, fsync'ed and moved over
+the old one with ``os.replace`` (atomic on POSIX), so a process killed while saving keeps its
+previous file; the bytes are produced in memory first, so a full disk fails cleanly and loses
+nothing. Files get the permissions of the umask, like any file a user creates. Saved states load
+with ``torch.load(weights_only=True)`` (no code runs from a file), and a corrupt file gives an
+error that names it and says what to do.
 """
 from __future__ import annotations
 
+import errno
+import io
 import os
-import sys
+import pickle
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import IO, Any, Callable
 
 import torch
 
-__all__ = ["atomic_save", "atomic_write", "load", "plain", "progress_bar"]
+__all__ = ["TMP_SUFFIX", "CorruptFileError", "DiskFullError", "atomic_save", "atomic_write", "load", "plain"]
+
+#: Suffix of the temporary files of :func:`atomic_write` (a killed writer can leave one behind).
+TMP_SUFFIX = ".tmp"
+
+
+class CorruptFileError(ValueError):
+    """A file cannot be read or holds something else than expected; the message names it and the remedy."""
+
+
+class DiskFullError(OSError):
+    """A file could not be written for lack of space; the previous version of the file is intact."""
 
 
 def plain(obj: Any) -> Any:
@@ -32,31 +47,59 @@ def plain(obj: Any) -> Any:
     raise TypeError(f"cannot store {type(obj).__name__} in a checkpoint; use tensors, numbers, str, lists or dicts")
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], mode: str = "wb") -> Path:
-    """Write ``path`` through ``write(fileobj)`` atomically: a temporary sibling, flushed and
-    fsync'ed, then ``os.replace``'d over ``path``, so a killed writer leaves the old file intact."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename durable; not possible on every platform or filesystem."""
     try:
-        with os.fdopen(fd, mode) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # make the rename itself durable; not possible on every platform/filesystem
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+        fd = os.open(folder, os.O_RDONLY)
     except OSError:
-        return path
+        return
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     except OSError:
         pass
     finally:
-        os.close(dir_fd)
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], mode: str = "wb") -> Path:
+    """Write ``path`` through ``write(fileobj)`` atomically (temporary sibling, fsync, ``os.replace``).
+
+    The content is produced in memory first, so ``write`` failing or the disk filling up leaves the
+    old ``path`` intact; a full disk raises :class:`DiskFullError` naming the file. The file's mode
+    follows the umask (``0o666 & ~umask``).
+
+    Example:
+        >>> atomic_write("results/final.json", lambda f: f.write("{}"), "w")  # doctest: +SKIP
+    """
+    path = Path(path)
+    buffer: IO[Any] = io.StringIO() if "b" not in mode else io.BytesIO()
+    write(buffer)
+    data = buffer.getvalue()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(exc.errno, f"could not write {path}: no space left on the device; "
+                                            f"the previous {path.name} (if any) is intact") from exc
+        raise
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
     return path
 
 
@@ -65,20 +108,21 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     return atomic_write(path, lambda f: torch.save(obj, f), "wb")
 
 
-def progress_bar(progress: bool | None, **tqdm_kwargs: Any) -> Any:
-    """A tqdm bar on stderr, or ``None`` when ``progress`` is False (``None``: only on a terminal)."""
-    if progress is None:
-        try:
-            progress = sys.stderr.isatty()
-        except (AttributeError, ValueError):
-            progress = False
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
+def load(path: str | os.PathLike[str], *, advice: str | None = None) -> Any:
+    """Load a file written by :func:`atomic_save` with the safe unpickler, tensors on CPU.
 
-    return tqdm(file=sys.stderr, **tqdm_kwargs)
+    A truncated, garbled or foreign file raises :class:`CorruptFileError` naming ``path`` and
+    ``advice`` (default: delete the file).
+    """
+    path = Path(path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError,
+            AttributeError, IndexError, KeyError, TypeError) as exc:
+        if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+        what = advice or f"delete {path} and run again"
+        raise CorruptFileError(f"{path} is corrupt or not a tvolib file ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}); {what}") from exc
 
 
-def load(path: str | os.PathLike[str]) -> Any:
-    """Load a file written by :func:`atomic_save` with the safe unpickler, tensors on CPU."""
-    return torch.load(Path(path), map_location="cpu", weights_only=True)

@@ -1,26 +1,19 @@
-"""Tests of the trainer: config validation and digests, exact resume, divergence, real training."""
+"""The image trainer: config validation and digests, history layout, every objective, real training."""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
 import math
-import pickle
 
 import pytest
 import torch
 
-import tvolib.train as train_mod
+import tvolib.training.images as train_mod
 from tvolib import checkpoint as ckpt
+from tvolib.training.images import SCHEDULES, RunConfig, build_schedule, train
+from tvolib.training.kinds import load_model
 from tvolib.tvo import log_uniform
-from tvolib.train import (
-    SCHEDULES,
-    RunConfig,
-    TrainingDivergedError,
-    load_model,
-    make_schedule,
-    train,
-)
 
 #: A tiny run: 200 MNIST training images, minibatches of 100, cheap evaluation.
 TINY = RunConfig(n_train=200, n_test=50, batch_size=100, epochs=4, S=4, eval_S=8, d=3)
@@ -154,13 +147,13 @@ def test_digest_is_sensitive_to_every_field():
 
 
 def test_make_schedule_matches_the_names():
-    log = make_schedule(RunConfig(d=5)).current()
+    log = build_schedule(RunConfig(d=5)).current()
     assert torch.allclose(log, torch.tensor([0, 0.025, 0.0628717, 0.1581139, 0.3976354], dtype=log.dtype), atol=1e-6)
-    assert make_schedule(RunConfig(schedule="linear", d=4)).current().tolist() == [0, 0.25, 0.5, 0.75]
-    assert make_schedule(RunConfig(objective="elbo", d=5)).current().tolist() == [0.0]
-    assert make_schedule(RunConfig(schedule="moments", schedule_options={"update_every": 7})).update_every == 7
+    assert build_schedule(RunConfig(schedule="linear", d=4)).current().tolist() == [0, 0.25, 0.5, 0.75]
+    assert build_schedule(RunConfig(objective="elbo", d=5)).current().tolist() == [0.0]
+    assert build_schedule(RunConfig(schedule="moments", schedule_options={"update_every": 7})).update_every == 7
     for name in SCHEDULES:
-        assert make_schedule(RunConfig(schedule=name, d=4)).d == 4
+        assert build_schedule(RunConfig(schedule=name, d=4)).d == 4
 
 
 # ------------------------------------------------------------------------------------------
@@ -179,7 +172,7 @@ def test_history_layout_and_final(tmp_path, data_root):
     for row in h[1:]:
         # IWAE-S >= ELBO per point, so also on average; both are lower bounds near each other.
         assert row["train_iwae"] >= row["train_elbo"]
-        assert row["betas"] == pytest.approx(make_schedule(c).current().tolist())
+        assert row["betas"] == pytest.approx(build_schedule(c).current().tolist())
     f = result.final
     assert f["test_log_px"] == h[4]["test_log_px"] and f["epochs"] == 4 and f["completed"]
     assert f["device"] == "cpu" and f["train_seconds"] > 0 and f["eval_seconds"] > 0
@@ -204,51 +197,6 @@ def test_deterministic_and_evaluation_does_not_perturb_training(tmp_path, data_r
         assert torch.equal(value, _weights(tmp_path / "c")[name])
     d = train(TINY.replace(seed=2), None, data_root=data_root, progress=False, device="cpu")
     assert _strip(d.history) != _strip(a.history)
-
-
-def _resume_matches(tmp_path, data_root, config):
-    straight = train(config, tmp_path / "straight", data_root=data_root, progress=False, device="cpu")
-    first = train(config, tmp_path / "killed", data_root=data_root, progress=False, device="cpu",
-                  checkpoint_every=3, stop_after=2)
-    assert len(first.history) == 3 and not first.final["completed"]
-    assert not (tmp_path / "killed" / "model.pt").exists()
-    resumed = train(config, tmp_path / "killed", data_root=data_root, progress=False, device="cpu",
-                    checkpoint_every=3)
-    assert _strip(resumed.history) == _strip(straight.history)
-    assert _strip(resumed.schedule_history) == _strip(straight.schedule_history)
-    w1, w2 = _weights(tmp_path / "straight"), _weights(tmp_path / "killed")
-    assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
-    c1, c2 = ckpt.load(tmp_path / "straight" / "checkpoint.pt"), ckpt.load(tmp_path / "killed" / "checkpoint.pt")
-    assert c1["epoch"] == c2["epoch"] == config.epochs
-    for a, b in zip(c1["optimizers"], c2["optimizers"]):
-        for pid in a["state"]:
-            assert all(torch.equal(a["state"][pid][k], b["state"][pid][k]) for k in a["state"][pid])
-    for k in ("torch", "data", "shuffle"):
-        assert torch.equal(c1["rng"][k], c2["rng"][k])
-    return straight
-
-
-def test_resume_is_bit_identical_fixed_schedule(tmp_path, data_root):
-    _resume_matches(tmp_path, data_root, TINY.replace(eval_every=3))
-
-
-def test_resume_is_bit_identical_moments(tmp_path, data_root):
-    result = _resume_matches(tmp_path, data_root, TINY.replace(schedule="moments",
-                                                               schedule_options={"update_every": 1}))
-    assert len(result.schedule_history) == TINY.epochs  # re-estimated after every epoch
-
-
-def test_resume_is_bit_identical_gp_bandit(tmp_path, data_root):
-    options = _small_bandit_options()
-    result = _resume_matches(tmp_path, data_root, TINY.replace(epochs=6, schedule="gp_bandit", schedule_options=options))
-    assert len(result.schedule_history) >= 4, "the bandit made too few decisions in 6 epochs: shrink its windows"
-    betas = [tuple(row["betas"]) for row in result.history[1:]]
-    assert len(set(betas)) > 1, "the bandit never changed the schedule"
-
-
-def _small_bandit_options() -> dict:
-    """Windows of one epoch and two random rounds, so that the GP decides within a few epochs."""
-    return {"window": 1, "n_init": 2, "burn_in": 0}
 
 
 @pytest.mark.parametrize("model, dataset", [("vae", "mnist"), ("sbn", "binarized_mnist")])
@@ -285,32 +233,6 @@ def test_checkpoint_of_another_config_is_refused(tmp_path, data_root):
         train(TINY.replace(epochs=2), tmp_path, data_root=data_root, progress=False, device="cpu")
 
 
-def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, data_root, monkeypatch):
-    real = train_mod.compute_loss
-    calls = {"n": 0}
-
-    def poisoned(objective, model, x, S, betas):
-        calls["n"] += 1
-        out = real(objective, model, x, S, betas)
-        if calls["n"] == 6:  # epoch 3, minibatch 2 (two minibatches per epoch)
-            return out._replace(loss=out.loss * float("nan"))
-        return out
-
-    monkeypatch.setattr(train_mod, "compute_loss", poisoned)
-    with pytest.raises(TrainingDivergedError, match=r"epoch 3, minibatch 2/2") as err:
-        train(TINY, tmp_path, data_root=data_root, progress=False, device="cpu", checkpoint_every=1)
-    assert isinstance(err.value, RuntimeError)
-    assert err.value.epoch == 3 and err.value.minibatch == 2
-    assert err.value.last_metrics["epoch"] == 2 and math.isfinite(err.value.last_metrics["train_elbo"])
-    assert "train_elbo" in str(err.value)
-    again = pickle.loads(pickle.dumps(err.value))  # survives a process boundary (executors)
-    assert (again.epoch, again.minibatch, str(again)) == (3, 2, str(err.value))
-    state = ckpt.load(tmp_path / "checkpoint.pt")
-    assert state["epoch"] == 2
-    assert all(torch.isfinite(v).all() for v in state["model"].values())
-    assert not (tmp_path / "model.pt").exists()
-
-
 def test_two_loss_objectives_keep_the_gradients_apart(data_root, monkeypatch):
     """theta must be trained by ``loss`` only and phi by ``phi_loss`` only (wake-sleep family)."""
     real = train_mod.compute_loss
@@ -333,21 +255,6 @@ def test_two_loss_objectives_keep_the_gradients_apart(data_root, monkeypatch):
     for p, p0 in zip(model.inference_parameters(), seen["phi"]):
         assert torch.equal(p, p0), "phi moved although its own loss has zero gradient"
     assert any(not torch.equal(p, p0) for p, p0 in zip(model.generative_parameters(), seen["theta"]))
-
-
-def test_progress_is_quiet_when_not_interactive(monkeypatch):
-    import io
-
-    class NotATTY(io.StringIO):
-        def isatty(self):
-            return False
-
-    monkeypatch.setattr(ckpt.sys, "stderr", NotATTY())
-    assert ckpt.progress_bar(None, total=3) is None
-    assert ckpt.progress_bar(False, total=3) is None
-    bar = ckpt.progress_bar(True, total=3)
-    assert bar is not None
-    bar.close()
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from tvolib.evaluate import evaluate, log_weight_metrics
+from tvolib.training.evaluate import evaluate, log_weight_metrics
 from tvolib.models import LinearGaussian, build_model
 from tvolib.tvo import EvidenceSpec, iwae_bound, log_evidence
 

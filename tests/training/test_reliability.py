@@ -1,0 +1,258 @@
+"""Run folders and configs that cannot be trusted: corrupt checkpoints, bad folders, a full disk, two
+processes, stale temporary files, permissions, bad option values. Each case: the error type and a
+message that names the file or the argument."""
+from __future__ import annotations
+
+import errno
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import tvolib.checkpoint as ckpt
+import tvolib.training.images as images
+from tvolib.checkpoint import CorruptFileError, DiskFullError, atomic_save, atomic_write
+from tvolib.training.images import RunConfig, train
+from tvolib.training.kinds import load_model
+from tvolib.training.pcfg import PCFGConfig
+from tvolib.training.run_folder import LOCK_NAME, RunFolder, RunFolderError
+
+TINY = RunConfig(n_train=200, n_test=50, batch_size=100, epochs=4, S=4, eval_S=8, d=3)
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _fit(run_dir, data_root, config=TINY, **kwargs):
+    return train(config, run_dir, data_root=data_root, device="cpu", progress=False, **kwargs)
+
+
+@pytest.fixture
+def no_task(monkeypatch):
+    """Fail loudly if training gets as far as building the task (data, model)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the task was built although the run folder is unusable")
+
+    monkeypatch.setattr(images, "ImageTask", refuse)
+
+
+# ------------------------------------------------------------------------------------------
+# Checkpoints
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def good_checkpoint(tmp_path_factory, data_root) -> bytes:
+    run_dir = tmp_path_factory.mktemp("good")
+    _fit(run_dir, data_root, stop_after=2)
+    return (run_dir / "checkpoint.pt").read_bytes()
+
+
+def _edited(good: bytes, tmp_path: Path, **changes) -> bytes:
+    path = tmp_path / "edit.pt"
+    path.write_bytes(good)
+    state = ckpt.load(path)
+    state.update(changes)
+    for key in [k for k, v in changes.items() if v is None]:
+        del state[key]
+    torch.save(state, path)
+    return path.read_bytes()
+
+
+CORRUPT = {
+    "truncated": (lambda good, tmp: good[: len(good) // 2], "corrupt"),
+    "garbage": (lambda good, tmp: b"\x00garbage" * 100, "corrupt"),
+    "empty": (lambda good, tmp: b"", "corrupt"),
+    "not a dict": (lambda good, tmp: _saved([1, 2, 3], tmp), "not a tvolib checkpoint"),
+    "missing keys": (lambda good, tmp: _edited(good, tmp, rng=None), r"missing \['rng'\]"),
+    "format": (lambda good, tmp: _edited(good, tmp, format=99), "format 99"),
+    "foreign config": (lambda good, tmp: _edited(good, tmp, digest="0123456789ab"), "belongs to config"),
+    "epoch beyond the config": (lambda good, tmp: _edited(good, tmp, epoch=TINY.epochs + 1), "epoch 5, outside"),
+    "negative epoch": (lambda good, tmp: _edited(good, tmp, epoch=-1), "epoch -1, outside"),
+}
+
+
+def _saved(obj, tmp: Path) -> bytes:
+    path = tmp / "obj.pt"
+    torch.save(obj, path)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPT))
+def test_a_bad_checkpoint_names_the_file_and_the_way_out(case, tmp_path, data_root, good_checkpoint, no_task):
+    make, message = CORRUPT[case]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "checkpoint.pt").write_bytes(make(good_checkpoint, tmp_path))
+    with pytest.raises(CorruptFileError, match=message) as err:
+        _fit(run_dir, data_root)
+    assert str(run_dir / "checkpoint.pt") in str(err.value)
+    if case != "foreign config":
+        assert "delete" in str(err.value) and "from scratch" in str(err.value)
+
+
+def test_a_corrupt_model_file_names_the_file(tmp_path):
+    (tmp_path / "model.pt").write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(CorruptFileError, match="model.pt is corrupt") as err:
+        load_model(TINY, tmp_path)
+    assert str(tmp_path / "model.pt") in str(err.value)
+    with pytest.raises(FileNotFoundError, match="not complete"):
+        load_model(TINY, tmp_path / "nothing")
+
+
+def test_a_format_1_checkpoint_with_two_optimisers_resumes_exactly(tmp_path, data_root):
+    """Checkpoints written before the shared loop kept one Adam for theta and one for phi."""
+    straight = _fit(tmp_path / "straight", data_root)
+    _fit(tmp_path / "old", data_root, stop_after=2)
+    path = tmp_path / "old" / "checkpoint.pt"
+    state = ckpt.load(path)
+    (merged,) = state["optimizers"]
+    model = images.build_model(TINY.model)
+    n_theta = len(list(model.generative_parameters()))
+    group = merged["param_groups"][0]
+
+    def part(ids):
+        return {"state": {i - ids[0]: merged["state"][i] for i in ids if i in merged["state"]},
+                "param_groups": [dict(group, params=[i - ids[0] for i in ids])]}
+
+    state.update(format=1, optimizers=[part(group["params"][:n_theta]), part(group["params"][n_theta:])])
+    torch.save(state, path)
+    resumed = _fit(tmp_path / "old", data_root)
+    strip = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]  # noqa: E731
+    assert strip(resumed.history) == strip(straight.history)
+
+
+# ------------------------------------------------------------------------------------------
+# Run folders
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_run_folder_that_is_a_file_is_refused_before_training(tmp_path, data_root, no_task):
+    target = tmp_path / "run"
+    target.write_text("not a folder")
+    with pytest.raises(RunFolderError, match="is a file, not a folder") as err:
+        _fit(target, data_root)
+    assert str(target) in str(err.value)
+
+
+def test_an_unwritable_run_folder_is_refused_before_training(tmp_path, data_root, no_task, monkeypatch):
+    def denied(*args, **kwargs):  # as root, chmod cannot make a folder unwritable: simulate the OS's answer
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr("tvolib.training.run_folder.tempfile.mkstemp", denied)
+    with pytest.raises(RunFolderError, match="is not writable") as err:
+        _fit(tmp_path / "run", data_root)
+    assert str(tmp_path / "run") in str(err.value)
+
+
+def test_a_full_disk_fails_clearly_and_keeps_the_previous_checkpoint(tmp_path, data_root, monkeypatch):
+    _fit(tmp_path, data_root, stop_after=1)
+    before = (tmp_path / "checkpoint.pt").read_bytes()
+    real_fsync = os.fsync
+
+    def full(fd):
+        if not os.path.isdir(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(ckpt.os, "fsync", full)
+    with pytest.raises(DiskFullError, match="no space left") as err:
+        _fit(tmp_path, data_root, checkpoint_every=1)
+    assert str(tmp_path / "checkpoint.pt") in str(err.value)
+    assert (tmp_path / "checkpoint.pt").read_bytes() == before
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_second_process_is_stopped_by_the_lock(tmp_path, data_root):
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from tvolib.training.run_folder import RunFolder\n"
+         "with RunFolder(sys.argv[1]):\n    print('locked', flush=True)\n    sys.stdin.read()\n",
+         str(tmp_path)],
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunFolderError, match="in use by another process") as err:
+            _fit(tmp_path, data_root)
+        assert str(tmp_path / LOCK_NAME) in str(err.value)
+    finally:
+        holder.communicate("", timeout=60)
+    assert holder.returncode == 0
+    assert _fit(tmp_path, data_root, config=TINY.replace(epochs=1)).final["completed"]  # free again
+
+
+def test_stale_temporary_files_are_removed_at_start(tmp_path):
+    stale = [tmp_path / ".checkpoint.pt.x1y2.tmp", tmp_path / ".model.pt.abc.tmp"]
+    for path in stale:
+        path.write_bytes(b"half a file")
+    keep = tmp_path / "notes.tmp"
+    keep.write_text("a user's file")
+    with RunFolder(tmp_path):
+        assert not any(path.exists() for path in stale)
+    assert keep.exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_files_follow_the_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        atomic_save({"a": 1}, tmp_path / "state.pt")
+        atomic_write(tmp_path / "final.json", lambda f: f.write("{}"), "w")
+    finally:
+        os.umask(old)
+    for name in ("state.pt", "final.json"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask, name
+
+
+# ------------------------------------------------------------------------------------------
+# Config values
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        ({"model_options": {"hidden": 7}}, "model_options", "building model 'vae' failed"),
+        ({"model_options": {"latent_dim": 0}}, "model_options", "latent_dim"),
+        ({"schedule": "gp_bandit", "schedule_options": {"window": 0}}, "schedule_options", "window"),
+        ({"schedule": "moments", "schedule_options": {"update_every": 0}}, "schedule_options", "update_every"),
+        ({"schedule": "gp_bandit", "schedule_options": {"box": (0.5, 0.2)}}, "schedule_options", "box"),
+        ({"seed": 2**70}, "seed", r"\[0, 2\*\*63\)"),
+        ({"data_seed": 2**63}, "data_seed", r"\[0, 2\*\*63\)"),
+    ],
+)
+def test_option_values_are_checked_by_validate(changes, field, words):
+    with pytest.raises(ValueError, match=rf"RunConfig\.{field}") as err:
+        RunConfig(**changes).validate()
+    assert re.search(words, str(err.value)), str(err.value)
+
+
+def test_validate_leaves_the_global_rng_alone():
+    before = torch.get_rng_state()
+    RunConfig(schedule="gp_bandit").validate()
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.parametrize("field", ["seed", "data_seed"])
+def test_pcfg_seeds_are_bounded(field):
+    with pytest.raises(ValueError, match=rf"PCFGConfig\.{field}=.*2\*\*63"):
+        PCFGConfig(**{field: 2**64}).validate()
+
+
+def test_bad_trainer_arguments_are_named(tmp_path, data_root):
+    with pytest.raises(ValueError, match="checkpoint_every=0"):
+        _fit(tmp_path, data_root, checkpoint_every=0)
+    with pytest.raises(ValueError, match="stop_after=-1"):
+        _fit(tmp_path, data_root, stop_after=-1)

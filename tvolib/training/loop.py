@@ -1,0 +1,335 @@
+"""The training loop every experiment shares, readable top to bottom: resume, schedule, evaluation, checkpoints.
+
+An experiment is a :class:`Task`: it owns its modules, optimisers, random generators and schedule
+and knows how to train one epoch (:meth:`Task.run_epoch`) and how to evaluate (:meth:`Task.evaluate`).
+:func:`run` does everything else, the same way for the image models and the PCFG:
+
+1. lock and check the run folder, load and check its checkpoint (if any), then build the task;
+2. resume (modules, optimisers, schedule, every RNG state, history, timers) or evaluate the
+   untrained model (history row 0) and tell an evidence-driven schedule ``L_0`` (``step(0, L_0)``);
+3. per epoch: ``betas = schedule.current()``; ``row = task.run_epoch(epoch, betas)``; check the
+   epoch's minibatch losses for NaN/inf once (no host synchronisation inside the minibatch loop);
+   ``schedule.step(epoch, evidence=row["train_evidence"])``; evaluate on cadence; checkpoint on cadence;
+4. final metrics, the trained model (``model.pt``) once complete, one :class:`RunResult`.
+
+A non-finite loss raises :class:`TrainingDivergedError` at the end of its epoch (or as soon as
+the bad parameters make the epoch fail), before that epoch is checkpointed: the last good
+checkpoint is left as it was. Every random draw comes from a saved stream, so a killed and
+resumed run ends bit-identical on CPU to an uninterrupted one.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+import time
+from abc import ABC, abstractmethod
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from tvolib.schedules import Schedule
+from tvolib.checkpoint import plain
+from tvolib.training.run_folder import RunFolder
+
+__all__ = ["RunResult", "Task", "TrainingDivergedError", "check_losses", "derived_seed", "final_record", "progress_bar",
+           "run"]
+
+_TIMERS = ("eval_seconds", "bandit_seconds")
+
+
+@dataclass
+class RunResult:
+    """What a trainer returns: per-epoch ``history`` (row 0: evaluation of the untrained model),
+    the schedule's per-update records, and ``final`` (last metrics, timings, device)."""
+
+    config: Any
+    history: list[dict[str, Any]]
+    schedule_history: list[dict[str, Any]]
+    final: dict[str, Any] = field(default_factory=dict)
+
+
+class TrainingDivergedError(RuntimeError):
+    """A loss became NaN or infinite; carries where it happened and the last finite metrics."""
+
+    def __init__(self, message: str, *, epoch: int, minibatch: int, last_metrics: dict[str, Any] | None):
+        super().__init__(message)
+        self.epoch = epoch
+        self.minibatch = minibatch
+        self.last_metrics = last_metrics
+
+    def __reduce__(self):  # picklable (e.g. across a process pool) with its fields
+        return (_rebuild_diverged, (self.args[0], self.epoch, self.minibatch, self.last_metrics))
+
+
+def _rebuild_diverged(message: str, epoch: int, minibatch: int, last_metrics: dict[str, Any] | None
+                      ) -> TrainingDivergedError:
+    return TrainingDivergedError(message, epoch=epoch, minibatch=minibatch, last_metrics=last_metrics)
+
+
+class Task(ABC):
+    """One experiment as :func:`run` sees it.
+
+    Attributes a task sets in its constructor:
+
+    * ``config``: the frozen config (its ``digest()``, ``epochs``, ``eval_every``);
+    * ``device``; ``schedule`` (a :class:`~tvolib.schedules.Schedule`);
+    * ``modules``: ``{name: nn.Module}``, saved in the checkpoint under their names;
+    * ``optimisers``: a list of optimisers; ``generators``: ``{name: torch.Generator}`` for every
+      explicit random stream;
+    * ``global_rng``: whether training also draws from torch's global RNG (then it is saved too);
+    * ``label`` (progress-bar title) and ``progress_keys`` (row values shown on the bar).
+
+    :meth:`run_epoch` must put the minibatch losses into ``self.loss_log``, a device tensor of
+    shape ``(minibatches, losses)`` (allocated with zeros at the start of the epoch, written without
+    reading it back), which the loop checks once per epoch.
+    """
+
+    config: Any
+    device: torch.device
+    schedule: Schedule
+    modules: dict[str, nn.Module]
+    optimisers: list[torch.optim.Optimizer]
+    generators: dict[str, torch.Generator]
+    global_rng: bool = False
+    label: str = ""
+    progress_keys: tuple[str, ...] = ()
+    loss_log: Tensor | None = None
+
+    @abstractmethod
+    def run_epoch(self, epoch: int, betas: Tensor) -> dict[str, Any]:
+        """Train one epoch with the left points ``betas``; return its history row (Python values)
+        with at least ``train_evidence`` when the schedule has an ``evidence_spec``."""
+
+    @abstractmethod
+    def evaluate(self, epoch: int) -> dict[str, float]:
+        """Test metrics after ``epoch`` epochs; must not draw from the training streams."""
+
+    @abstractmethod
+    def initial_evidence(self) -> float:
+        """``L_0``: the schedule's ``evidence_spec`` estimate for the untrained model over the training
+        set, as in :meth:`run_epoch`'s ``train_evidence``, from streams of its own (not the training ones)."""
+
+    @abstractmethod
+    def final_metrics(self, history: list[dict[str, Any]], epochs_done: int) -> dict[str, Any]:
+        """The task's part of ``RunResult.final`` (last metrics, tail means, ...)."""
+
+    @abstractmethod
+    def trained_state(self) -> Any:
+        """What ``model.pt`` holds once the run is complete."""
+
+    def schedule_inputs(self) -> dict[str, Any]:
+        """Extra keyword arguments for ``schedule.step`` after an epoch (e.g. ``log_weights``)."""
+        return {}
+
+    def load_optimiser_states(self, states: list[dict[str, Any]]) -> None:
+        """Restore the optimisers from a checkpoint's list of state dicts."""
+        if len(states) != len(self.optimisers):
+            raise ValueError(f"checkpoint holds {len(states)} optimiser states, this run has {len(self.optimisers)}")
+        for optimiser, state in zip(self.optimisers, states):
+            optimiser.load_state_dict(state)
+
+    # -- state ---------------------------------------------------------------------------------
+    def rng_state(self) -> dict[str, Any]:
+        """Every random stream's state (torch's global RNG too when ``global_rng``)."""
+        state: dict[str, Any] = {}
+        if self.global_rng:
+            state["torch"] = torch.get_rng_state()
+            state["cuda"] = torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None
+        state.update({name: gen.get_state() for name, gen in self.generators.items()})
+        return state
+
+    def set_rng_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`rng_state`."""
+        if self.global_rng:
+            torch.set_rng_state(state["torch"])
+            if self.device.type == "cuda" and state.get("cuda") is not None:
+                torch.cuda.set_rng_state_all(state["cuda"])
+        for name, gen in self.generators.items():
+            gen.set_state(state[name])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Modules, optimisers, schedule and RNG states, for the checkpoint."""
+        return {**{name: module.state_dict() for name, module in self.modules.items()},
+                "optimizers": [opt.state_dict() for opt in self.optimisers],
+                "schedule": self.schedule.state_dict(),
+                "schedule_history": plain(self.schedule.history()),
+                "rng": self.rng_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`."""
+        for name, module in self.modules.items():
+            module.load_state_dict(state[name])
+        self.load_optimiser_states(state["optimizers"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.set_rng_state(state["rng"])
+
+
+def progress_bar(progress: bool | None, **tqdm_kwargs: Any) -> Any:
+    """A tqdm bar on stderr, or ``None`` when ``progress`` is False (``None``: only on a terminal)."""
+    if progress is None:
+        try:
+            progress = sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            progress = False
+    if not progress:
+        return None
+    return tqdm(file=sys.stderr, **tqdm_kwargs)
+
+
+def derived_seed(seed: int, purpose: str) -> int:
+    """A seed in [0, 2**63) for a random stream of its own, named by ``purpose``, derived from ``seed``.
+
+    Streams drawn from derived seeds never disturb (or overlap by construction with) the training streams.
+    """
+    digest = hashlib.sha256(f"{purpose}:{seed}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") % 2**63
+
+
+def _check_int(name: str, value: Any, low: int, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name}={value!r} must be {'None or ' if optional else ''}an integer >= {low}")
+
+
+def _timed(timers: dict[str, float], key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    start = time.perf_counter()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        timers[key] += time.perf_counter() - start
+
+
+def check_losses(task: Task, epoch: int, history: list[dict[str, Any]], where: str,
+                 cause: BaseException | None = None) -> None:
+    """Raise :class:`TrainingDivergedError` if a minibatch loss of this epoch was NaN or infinite."""
+    log = task.loss_log
+    if log is None:
+        return
+    bad = ~torch.isfinite(log).all(dim=1)
+    if not bool(bad.any()):  # the epoch's one host synchronisation for divergence
+        return
+    b = int(bad.nonzero()[0, 0])
+    previous = next((r for r in reversed(history) if "loss" in r), history[-1] if history else None)
+    raise TrainingDivergedError(
+        f"training diverged at epoch {epoch}, minibatch {b + 1}/{log.shape[0]}: non-finite loss "
+        f"{log[b].tolist()}; last finite metrics: {previous}; last checkpoint ({where}) left untouched",
+        epoch=epoch, minibatch=b + 1, last_metrics=previous,
+    ) from cause
+
+
+def _train_epoch(task: Task, epoch: int, betas: Tensor, history: list[dict[str, Any]], where: str) -> dict[str, Any]:
+    """``task.run_epoch`` timed, its losses checked; ``seconds`` added to the row."""
+    start = time.perf_counter()
+    task.loss_log = None
+    try:
+        row = task.run_epoch(epoch, betas)
+    except Exception as exc:  # NaN parameters can make a sampler fail before the epoch ends
+        check_losses(task, epoch, history, where, cause=exc)
+        raise
+    check_losses(task, epoch, history, where)
+    row["seconds"] = time.perf_counter() - start
+    return row
+
+
+def final_record(task: Task, history: list[dict[str, Any]], timers: dict[str, float], epochs_done: int
+                 ) -> dict[str, Any]:
+    """``RunResult.final``: the task's metrics, then timings (``train_seconds``, ``eval_seconds``,
+    ``bandit_seconds``), ``epochs``, ``completed`` and ``device``."""
+    final = task.final_metrics(history, epochs_done)
+    final.update(
+        train_seconds=sum(r.get("seconds", 0.0) for r in history),
+        eval_seconds=timers["eval_seconds"],
+        bandit_seconds=timers["bandit_seconds"],
+        epochs=epochs_done,
+        completed=epochs_done >= task.config.epochs,
+        device=str(task.device),
+    )
+    return final
+
+
+def run(
+    config: Any,
+    make_task: Callable[[], Task],
+    run_dir: str | Path | None = None,
+    *,
+    progress: bool | None = None,
+    checkpoint_every: int = 10,
+    stop_after: int | None = None,
+    model_out: bool = True,
+) -> RunResult:
+    """Train the task ``make_task()`` builds for ``config``, resuming from ``run_dir`` (see module docstring).
+
+    Args:
+        config: a validated config with ``digest()``, ``epochs`` and ``eval_every``.
+        make_task: builds the :class:`Task` (called once the run folder and checkpoint are checked).
+        run_dir: results folder (checkpoint, model); ``None`` trains without saving anything.
+        progress: show a progress bar (``None``: only on a terminal).
+        checkpoint_every: write the checkpoint every so many epochs (and after the last one).
+        stop_after: stop after this epoch (a checkpoint is written), to simulate a killed run.
+        model_out: write ``model.pt`` once the run is complete.
+
+    Returns:
+        The :class:`RunResult` (history of the whole run, also across resumes).
+    """
+    _check_int("checkpoint_every", checkpoint_every, 1)
+    _check_int("stop_after", stop_after, 0, optional=True)
+    folder = RunFolder(run_dir) if run_dir is not None else None
+    with folder if folder is not None else nullcontext():
+        state = folder.load_checkpoint(config.digest(), config.epochs) if folder is not None else None
+        task = make_task()
+        return _run(task, folder, state, progress, checkpoint_every, stop_after, model_out)
+
+
+def _run(task: Task, folder: RunFolder | None, state: dict[str, Any] | None, progress: bool | None,
+         checkpoint_every: int, stop_after: int | None, model_out: bool) -> RunResult:
+    config, schedule = task.config, task.schedule
+    where = str(folder.path) if folder is not None else "no run_dir"
+    timers = dict.fromkeys(_TIMERS, 0.0)
+    if state is not None:  # resume
+        task.load_state_dict(state)
+        history, timers, start = list(state["history"]), dict(state["timers"]), int(state["epoch"])
+    else:  # the untrained model: test metrics, and L_0 for an evidence-driven schedule
+        history, start = [{"epoch": 0, **_timed(timers, "eval_seconds", task.evaluate, 0)}], 0
+        if schedule.evidence_spec is not None:
+            _timed(timers, "bandit_seconds", lambda: schedule.step(0, evidence=task.initial_evidence()))
+
+    def save_checkpoint(epoch: int) -> None:
+        if folder is not None:
+            folder.save_checkpoint({"digest": config.digest(), "config": config.to_dict(), "epoch": epoch,
+                                    **task.state_dict(), "history": plain(history), "timers": dict(timers)})
+
+    last = config.epochs if stop_after is None else min(config.epochs, stop_after)
+    bar = progress_bar(progress if last > start else False, total=config.epochs, initial=start, unit="epoch",
+                       desc=task.label)
+    try:
+        for epoch in range(start + 1, last + 1):
+            betas = schedule.current()
+            row = _train_epoch(task, epoch, betas, history, where)
+            evidence = row["train_evidence"] if schedule.evidence_spec is not None else None
+            _timed(timers, "bandit_seconds", schedule.step, epoch, evidence=evidence, **task.schedule_inputs())
+            if epoch == config.epochs or (config.eval_every and epoch % config.eval_every == 0):
+                row.update(_timed(timers, "eval_seconds", task.evaluate, epoch))
+            history.append(row)
+            if epoch % checkpoint_every == 0 or epoch == last:
+                save_checkpoint(epoch)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix({k: round(row[k], 3) for k in task.progress_keys
+                                 if k in row and math.isfinite(row[k])})
+            start = epoch
+    finally:
+        if bar is not None:
+            bar.close()
+    if state is None and last == 0:  # epochs=0 (or stop_after=0): still record the epoch-0 evaluation
+        save_checkpoint(0)
+    final = final_record(task, history, timers, start)
+    if final["completed"] and model_out and folder is not None:
+        folder.save_model(task.trained_state())
+    return RunResult(config=config, history=history, schedule_history=plain(schedule.history()), final=final)

@@ -1,0 +1,130 @@
+"""Run folders: checked, locked against a second process, cleaned, with checked checkpoints.
+
+A run's results folder holds ``checkpoint.pt`` (everything needed to resume), ``model.pt`` (the
+trained model, once complete) and ``.lock``. A :class:`RunFolder` is entered before training: it
+checks that the folder is a writable folder, takes an exclusive ``fcntl.flock`` on ``.lock`` (a
+second process gets a clear :class:`RunFolderError`), removes temporary files left by killed
+writes, and checks a checkpoint's format version, config digest and epoch before anything is
+restored from it.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tvolib.checkpoint import TMP_SUFFIX, CorruptFileError, atomic_save, load
+
+try:  # POSIX only; elsewhere run folders are not locked
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOCK_NAME", "MODEL_NAME", "RunFolder", "RunFolderError"]
+
+CHECKPOINT_NAME = "checkpoint.pt"
+MODEL_NAME = "model.pt"
+LOCK_NAME = ".lock"
+#: Version of the checkpoint layout; 1 had one optimiser state per parameter set (still read).
+CHECKPOINT_FORMAT = 2
+_READABLE_FORMATS = (1, 2)
+_CHECKPOINT_KEYS = ("format", "digest", "epoch", "optimizers", "schedule", "rng", "history", "timers")
+
+
+class RunFolderError(OSError):
+    """The run folder cannot be used: not a folder, not writable, or in use by another process."""
+
+
+class RunFolder:
+    """A results folder that one process trains in: checked, locked, cleaned, with checked checkpoints.
+
+    Use as a context manager: entering creates the folder if needed, checks that it is a writable
+    folder, takes an exclusive lock on ``.lock`` (a second process gets :class:`RunFolderError`)
+    and removes temporary files left by killed writes; leaving releases the lock.
+
+    Example:
+        >>> with RunFolder("results/tvo-0123abcd") as folder:  # doctest: +SKIP
+        ...     state = folder.load_checkpoint(digest, epochs=100)
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.checkpoint_path = self.path / CHECKPOINT_NAME
+        self.model_path = self.path / MODEL_NAME
+        self._lock_fd: int | None = None
+
+    def __enter__(self) -> "RunFolder":
+        self._check_writable()
+        self._lock()
+        self._clean_stale_temps()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
+
+    def _check_writable(self) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise RunFolderError(errno.ENOTDIR, f"run folder {self.path} is a file, not a folder; "
+                                                "remove it or choose another run_dir")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".write-test.", suffix=TMP_SUFFIX, dir=self.path)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise RunFolderError(exc.errno or errno.EACCES, f"run folder {self.path} is not writable "
+                                 f"({exc.strerror or exc}); fix its permissions or choose another run_dir") from exc
+
+    def _lock(self) -> None:
+        if fcntl is None:
+            return
+        lock_path = self.path / LOCK_NAME
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise RunFolderError(errno.EBUSY, f"run folder {self.path} is in use by another process (lock "
+                                              f"{lock_path}); wait for it to finish or stop it") from exc
+        self._lock_fd = fd
+
+    def _clean_stale_temps(self) -> None:
+        for tmp in self.path.glob(f".*{TMP_SUFFIX}"):
+            tmp.unlink(missing_ok=True)
+
+    def load_checkpoint(self, digest: str, epochs: int) -> dict[str, Any] | None:
+        """The checkpoint's state (``None`` if there is none), checked before anything is restored.
+
+        Checks: the file loads, is a dict with the expected keys, its ``format`` is one this code
+        reads, its config ``digest`` equals ``digest``, and its epoch lies in ``[0, epochs]``.
+        """
+        path = self.checkpoint_path
+        if not path.exists():
+            return None
+        advice = f"delete {path} to restart this run from scratch"
+        state = load(path, advice=advice)
+        if not isinstance(state, dict) or any(k not in state for k in _CHECKPOINT_KEYS):
+            missing = [k for k in _CHECKPOINT_KEYS if not isinstance(state, dict) or k not in state]
+            raise CorruptFileError(f"{path} is not a tvolib checkpoint (missing {missing}); {advice}")
+        if state["format"] not in _READABLE_FORMATS:
+            raise CorruptFileError(f"{path} has checkpoint format {state['format']!r}; this tvolib reads "
+                                   f"{list(_READABLE_FORMATS)}; {advice}")
+        if state["digest"] != digest:
+            raise CorruptFileError(f"{path} belongs to config {state['digest']!r}, not to this config {digest!r}; "
+                                   "use another run_dir or delete the checkpoint")
+        epoch = state["epoch"]
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= epochs:
+            raise CorruptFileError(f"{path} is at epoch {epoch!r}, outside this config's 0..{epochs}; {advice}")
+        return state
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        """Write ``state`` (with ``format`` set) atomically to ``checkpoint.pt``."""
+        atomic_save({"format": CHECKPOINT_FORMAT, **state}, self.checkpoint_path)
+
+    def save_model(self, obj: Any) -> None:
+        """Write the trained model's state atomically to ``model.pt``."""
+        atomic_save(obj, self.model_path)
