@@ -36,7 +36,7 @@ def test_dry_run_and_status(root, capsys):
     assert "profile 'smoke'" in out and "1 runs: 0 cached, 0 partial (resume), 1 new -> 1 to run" in out
     assert "gp_bandit" in out and "missing" in out and not root.exists()
     assert main(["status", "fig4", "--profile", "smoke", "--results-root", str(root)]) == 0
-    assert "fig4_vae at profile smoke: 0 done, 0 partial, 16 missing" in capsys.readouterr().out
+    assert "fig4_vae_mnist_fashion at profile smoke: 0 done, 0 partial, 16 missing" in capsys.readouterr().out
     assert main(["status", "--profile", "smoke", "--results-root", str(root)]) == 0
     out = capsys.readouterr().out
     assert "table_permutation" in out and "all (distinct runs)" in out and "corrupt" in out and "foreign" in out

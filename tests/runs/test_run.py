@@ -13,6 +13,7 @@ from tvolib import pcfg, runs, train
 from tvolib.checkpoint import atomic_write
 from tvolib.runs import kinds, run as run_module, store
 from tvolib.runs.store import RunFolderError
+from tvolib.training.run_folder import LOCK_NAME, RunFolderAccessError
 
 
 def test_registry_maps_kinds_to_classes_and_trainers():
@@ -146,7 +147,7 @@ def test_unwritable_results_root_rejected_before_training(tmp_path):
     blocker = tmp_path / "results"
     blocker.write_text("not a folder")
     c = cfg()
-    with pytest.raises(PermissionError, match=f"cannot write in {runs.run_dir(c, blocker)}"):
+    with pytest.raises(RunFolderAccessError, match=f"run folder {runs.run_dir(c, blocker)} is not writable"):
         runs.run_one(c, results_root=blocker, train_fn=fake_train)
 
 
@@ -158,7 +159,7 @@ def test_second_process_on_the_same_folder_is_refused(root, tmp_path):
     script = tmp_path / "hold.py"
     script.write_text(textwrap.dedent(f"""
         import fcntl, sys
-        with open({str(folder / run_module.LOCK_FILE)!r}, "a") as handle:
+        with open({str(folder / LOCK_NAME)!r}, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             print("locked", flush=True)
             sys.stdin.readline()

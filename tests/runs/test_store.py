@@ -189,12 +189,3 @@ def test_clear_run_keeps_checkpoint_when_config_is_right(root):
     (folder / "config.json").write_text("{}")
     store.clear_run(c, root)
     assert not folder.exists()
-
-
-def test_check_writable_names_the_folder(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    with pytest.raises(PermissionError, match=f"cannot write in {blocker / 'sub'}"):
-        store.check_writable(blocker / "sub")
-    store.check_writable(tmp_path / "new" / "deep")
-    assert (tmp_path / "new" / "deep").is_dir()

@@ -19,7 +19,7 @@ from tvolib.checkpoint import CorruptFileError, DiskFullError, atomic_save, atom
 from tvolib.training.images import RunConfig, train
 from tvolib.training.kinds import load_model
 from tvolib.training.pcfg import PCFGConfig
-from tvolib.training.run_folder import LOCK_NAME, RunFolder, RunFolderError
+from tvolib.training.run_folder import LOCK_NAME, RunFolder, RunFolderAccessError
 
 TINY = RunConfig(n_train=200, n_test=50, batch_size=100, epochs=4, S=4, eval_S=8, d=3)
 REPO = Path(__file__).resolve().parents[2]
@@ -141,7 +141,7 @@ def test_a_format_1_checkpoint_with_two_optimisers_resumes_exactly(tmp_path, dat
 def test_a_run_folder_that_is_a_file_is_refused_before_training(tmp_path, data_root, no_task):
     target = tmp_path / "run"
     target.write_text("not a folder")
-    with pytest.raises(RunFolderError, match="is a file, not a folder") as err:
+    with pytest.raises(RunFolderAccessError, match="is a file, not a folder") as err:
         _fit(target, data_root)
     assert str(target) in str(err.value)
 
@@ -151,7 +151,7 @@ def test_an_unwritable_run_folder_is_refused_before_training(tmp_path, data_root
         raise PermissionError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr("tvolib.training.run_folder.tempfile.mkstemp", denied)
-    with pytest.raises(RunFolderError, match="is not writable") as err:
+    with pytest.raises(RunFolderAccessError, match="is not writable") as err:
         _fit(tmp_path / "run", data_root)
     assert str(tmp_path / "run") in str(err.value)
 
@@ -184,7 +184,7 @@ def test_a_second_process_is_stopped_by_the_lock(tmp_path, data_root):
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(RunFolderError, match="in use by another process") as err:
+        with pytest.raises(RunFolderAccessError, match="in use by another process") as err:
             _fit(tmp_path, data_root)
         assert str(tmp_path / LOCK_NAME) in str(err.value)
     finally:

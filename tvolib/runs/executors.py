@@ -37,7 +37,8 @@ from tvolib.runs.plan import default_workers, format_plan, plan
 from tvolib.runs.readers import results_frame, unique_configs
 from tvolib.runs.run import TrainArg, check_device, run_one
 from tvolib.runs.slurm import SlurmOptions, quiet_sacct, wait_for_jobs
-from tvolib.runs.store import ERROR_FILE, PROBLEMS, RunFolderError, check_writable, config_digest, run_dir
+from tvolib.runs.store import ERROR_FILE, PROBLEMS, RunFolderError, config_digest, run_dir
+from tvolib.training.run_folder import check_writable
 
 __all__ = ["EXECUTORS", "RunFailedError", "resolve_executor", "run_configs", "SubmititRun"]
 
@@ -287,7 +288,7 @@ def run_configs(
     frame = p["status"]
     todo = [c for c, s in zip(unique, frame["status"] if len(frame) else []) if s != "done"]
     if todo:
-        check_writable(root)
+        check_writable(root, what="results root", advice="choose another (--results-root / $TVOLIB_RESULTS)")
         todo.sort(key=estimate_seconds, reverse=True)  # largest first: near the best makespan (LPT)
         options = {"results_root": str(root), "data_root": None if data_root is None else str(data_root),
                    "device": device, "train_fn": train_fn, "repair": repair}

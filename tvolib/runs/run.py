@@ -7,36 +7,29 @@ from its checkpoint. Results are written last, ``final.json`` after everything e
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import torch
 
 from tvolib.checkpoint import atomic_write
 from tvolib.config import resolve_device
 from tvolib.runs.kinds import TrainFn, get_kind
+from tvolib.training.run_folder import RunFolder, RunLockedError
 from tvolib.runs.readers import load_final
 from tvolib.runs.store import (
     CONFIG_FILE, ERROR_FILE, FINAL_FILE, HISTORY_FILE, PROBLEMS, SCHEDULE_FILE, WALL_FILE, RunFolderError,
-    check_writable, clear_run, config_kind, config_record, inspect_run, run_dir, write_json, write_records_csv,
+    clear_run, config_kind, config_record, inspect_run, run_dir, write_json, write_records_csv,
 )
 
-__all__ = ["RunLockedError", "LOCK_FILE", "TrainArg", "check_device", "run_one"]
-
-LOCK_FILE = ".lock"
+__all__ = ["RunLockedError", "TrainArg", "check_device", "run_one"]
 
 #: A trainer replacing the kinds' (or ``{kind: trainer}``), for tests.
 TrainArg = TrainFn | Mapping[str, TrainFn] | None
-
-
-class RunLockedError(BlockingIOError):
-    """Another process is running the same run folder."""
 
 
 def check_device(device: str | None, *, here: bool = True) -> None:
@@ -85,21 +78,6 @@ def _read_wall(folder: Path) -> float:
         return float(json.loads((folder / WALL_FILE).read_text())["seconds"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0.0
-
-
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``folder/.lock`` (released when the process ends, even if killed)."""
-    with open(folder / LOCK_FILE, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunLockedError(f"run folder {folder} is in use by another process (lock {folder / LOCK_FILE}); "
-                                 f"wait for it to finish or stop it") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _train_and_record(fn: TrainFn, config: Any, folder: Path, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -170,12 +148,9 @@ def run_one(
             raise RunFolderError([(run_dir(config, results_root), state.status, state.reason)])
         clear_run(config, results_root)
     folder = run_dir(config, results_root)
-    check_writable(folder)
-    with _locked(folder):
+    with RunFolder(folder):  # checked writable, locked (the trainer enters it again), stale temps removed
         if (folder / FINAL_FILE).exists():  # finished by another process since inspect_run
             return load_final(config, results_root)
-        for stale in folder.glob(".*.tmp"):  # temporary files of killed writes (we hold the lock)
-            stale.unlink(missing_ok=True)
         if not (folder / CONFIG_FILE).exists():
             write_json(folder / CONFIG_FILE, config_record(config))
         (folder / ERROR_FILE).unlink(missing_ok=True)

@@ -23,7 +23,6 @@ import dataclasses
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -39,7 +38,7 @@ __all__ = [
     "MODEL_FILE", "WALL_FILE", "FINAL_KEYS", "STATUSES", "PROBLEMS",
     "RunFolderError", "RunState",
     "config_kind", "config_digest", "run_dir", "config_record", "config_from_dict", "load_config",
-    "inspect_run", "check_run", "clear_run", "check_writable",
+    "inspect_run", "check_run", "clear_run",
     "write_json", "write_records_csv", "read_records_csv",
 ]
 
@@ -327,20 +326,3 @@ def clear_run(config: Any, results_root: str | os.PathLike[str] | None = None) -
     else:
         for name in (FINAL_FILE, HISTORY_FILE, SCHEDULE_FILE):
             (folder / name).unlink(missing_ok=True)
-
-
-def check_writable(folder: Path) -> None:
-    """Create ``folder`` if needed and make sure files can be written in it.
-
-    Raises:
-        PermissionError: naming the folder (also for a path that exists as a file).
-    """
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as e:
-        raise PermissionError(
-            f"cannot write in {folder} ({e.strerror or e}); choose another results root "
-            f"(--results-root / $TVOLIB_RESULTS) or fix its permissions"
-        ) from None

@@ -22,7 +22,10 @@ try:  # POSIX only; elsewhere run folders are not locked
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOCK_NAME", "MODEL_NAME", "RunFolder", "RunFolderError"]
+__all__ = [
+    "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOCK_NAME", "MODEL_NAME", "RunFolder", "RunFolderAccessError",
+    "RunLockedError", "check_writable",
+]
 
 CHECKPOINT_NAME = "checkpoint.pt"
 MODEL_NAME = "model.pt"
@@ -31,18 +34,44 @@ LOCK_NAME = ".lock"
 CHECKPOINT_FORMAT = 2
 _READABLE_FORMATS = (1, 2)
 _CHECKPOINT_KEYS = ("format", "digest", "epoch", "optimizers", "schedule", "rng", "history", "timers")
+#: Locks this process holds: resolved folder -> [lock file descriptor, times entered]. A folder
+#: locked by the runner is entered again by its trainer in the same process (an ``flock`` taken
+#: twice through two descriptors would refuse the second).
+_HELD: dict[Path, list[int]] = {}
 
 
-class RunFolderError(OSError):
+class RunFolderAccessError(OSError):
     """The run folder cannot be used: not a folder, not writable, or in use by another process."""
+
+
+class RunLockedError(RunFolderAccessError):
+    """Another process is training in the same run folder."""
+
+
+def check_writable(folder: Path, *, what: str = "run folder", advice: str = "choose another run_dir") -> None:
+    """Create ``folder`` if needed and make sure files can be written in it.
+
+    Raises:
+        RunFolderAccessError: naming the folder (also for a path that exists as a file).
+    """
+    if folder.exists() and not folder.is_dir():
+        raise RunFolderAccessError(errno.ENOTDIR, f"{what} {folder} is a file, not a folder; remove it or {advice}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-test.", suffix=TMP_SUFFIX, dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise RunFolderAccessError(exc.errno or errno.EACCES, f"{what} {folder} is not writable "
+                                   f"({exc.strerror or exc}); fix its permissions or {advice}") from exc
 
 
 class RunFolder:
     """A results folder that one process trains in: checked, locked, cleaned, with checked checkpoints.
 
     Use as a context manager: entering creates the folder if needed, checks that it is a writable
-    folder, takes an exclusive lock on ``.lock`` (a second process gets :class:`RunFolderError`)
-    and removes temporary files left by killed writes; leaving releases the lock.
+    folder, takes an exclusive lock on ``.lock`` (a second process gets :class:`RunLockedError`;
+    the same process may enter again, e.g. a runner and then its trainer) and removes temporary files left by killed writes; leaving releases the lock.
 
     Example:
         >>> with RunFolder("results/tvo-0123abcd") as folder:  # doctest: +SKIP
@@ -56,31 +85,28 @@ class RunFolder:
         self._lock_fd: int | None = None
 
     def __enter__(self) -> "RunFolder":
-        self._check_writable()
+        check_writable(self.path)
         self._lock()
         self._clean_stale_temps()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._lock_fd is not None:
+        if self._lock_fd is None:
+            return
+        key = self.path.resolve()
+        _HELD[key][1] -= 1
+        if _HELD[key][1] == 0:
+            del _HELD[key]
             os.close(self._lock_fd)  # closing releases the flock
-            self._lock_fd = None
-
-    def _check_writable(self) -> None:
-        if self.path.exists() and not self.path.is_dir():
-            raise RunFolderError(errno.ENOTDIR, f"run folder {self.path} is a file, not a folder; "
-                                                "remove it or choose another run_dir")
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            fd, probe = tempfile.mkstemp(prefix=".write-test.", suffix=TMP_SUFFIX, dir=self.path)
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            raise RunFolderError(exc.errno or errno.EACCES, f"run folder {self.path} is not writable "
-                                 f"({exc.strerror or exc}); fix its permissions or choose another run_dir") from exc
+        self._lock_fd = None
 
     def _lock(self) -> None:
         if fcntl is None:
+            return
+        key = self.path.resolve()
+        if key in _HELD:  # already locked by this process: enter again
+            _HELD[key][1] += 1
+            self._lock_fd = _HELD[key][0]
             return
         lock_path = self.path / LOCK_NAME
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -88,9 +114,10 @@ class RunFolder:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
-            raise RunFolderError(errno.EBUSY, f"run folder {self.path} is in use by another process (lock "
+            raise RunLockedError(errno.EBUSY, f"run folder {self.path} is in use by another process (lock "
                                               f"{lock_path}); wait for it to finish or stop it") from exc
         self._lock_fd = fd
+        _HELD[key] = [fd, 1]
 
     def _clean_stale_temps(self) -> None:
         for tmp in self.path.glob(f".*{TMP_SUFFIX}"):
