@@ -13,8 +13,10 @@ Example:
     >>> from tvolib.bandit import RandomSchedule
     >>> scheds = [RandomSchedule(3, window=2, seed=s) for s in (0, 1)]
     >>> with StepPool(workers=1) as pool:
-    ...     for epoch, L in enumerate([-100.0, -99.0, -98.5]):
-    ...         step_schedules(scheds, epoch, [L, L - 1.0], pool=pool)
+    ...     closed = [step_schedules(scheds, epoch, [L, L - 1.0], pool=pool)
+    ...               for epoch, L in enumerate([-100.0, -99.0, -98.5])]
+    >>> closed                                   # the runs whose window closed at each report
+    [[], [], [0, 1]]
     >>> [s.history()[0]["reward"] for s in scheds]
     [1.5, 1.5]
 """
