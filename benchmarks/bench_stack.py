@@ -10,13 +10,27 @@ the speed-up column divides by the K = 1 stack's rate at the same S.
 Data: the MNIST training images from ``$TVOLIB_DATA`` (or ``--data-root``) when present, else
 random binary images of MNIST's size (the timing does not depend on the pixel values).
 
+After the table it prints hour estimates for Fig 4's sweep (2 datasets x 4 schedules x 4 d x
+2 S x 5 seeds = 320 runs of ``--steps-per-epoch`` minibatches): the ``paper`` profile (10,000
+epochs, IWAE-5000 every 200) and the ``gpu`` profile (as many epochs as fit in ``--gpu-hours``),
+from the best measured run-steps/s at each S. Evaluation is costed separately at
+``--eval-seconds`` per evaluation and run (default: the single-run IWAE-5000 over the 10k test
+points on one H200).
+
+``--bandit-K K`` adds the GP-bandit rounds of a stack: K schedules at d = ``--bandit-d`` with
+``--bandit-N`` observations each, one round each, stepped one by one in this process (one thread)
+and through a :class:`tvolib.stacked.StepPool` of ``--workers`` processes; then the estimated
+bandit share of a K = 64 stack on a ``--host-cores`` host.
+
 Run: ``python benchmarks/bench_stack.py --device cuda [--K 1 8 32 128] [--S 10 50] [--tf32] [--bf16]
-[--compile]``; on a CPU use small sizes, e.g. ``--K 1 4 --S 10 --batch 100 --steps 3``.
+[--compile] [--bandit-K 8]``; on a CPU use small sizes, e.g. ``--K 1 4 --S 10 --batch 100 --steps 3``.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import math
 import os
 import sys
 import time
@@ -26,9 +40,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tvolib.bandit import GPBanditSchedule  # noqa: E402
 from tvolib.data import load_dataset  # noqa: E402
 from tvolib.models import build_model  # noqa: E402
-from tvolib.stacked import StackedModel  # noqa: E402
+from tvolib.profiles import PROFILES, bandit_rounds  # noqa: E402
+from tvolib.stacked import StackedModel, StepPool, step_schedules  # noqa: E402
 from tvolib.stacked.objectives import left_points, stacked_loss  # noqa: E402
 from tvolib.stacked.optim import StackedAdam  # noqa: E402
 from tvolib.tvo import log_uniform  # noqa: E402
@@ -86,6 +102,89 @@ def bench_one(model: str, K: int, S: int, batch: int, steps: int, images: torch.
     return K * steps / (time.perf_counter() - t0)
 
 
+# ----- hour estimates ---------------------------------------------------------------------------
+FIG4_RUNS_PER_S = 2 * 4 * 4 * 5  # datasets x schedules x d x seeds, at each S in {10, 50}
+
+
+def sweep_hours(rates: dict[int, float], epochs: int, steps_per_epoch: int, eval_every: int,
+                eval_seconds: float) -> tuple[float, float]:
+    """(training hours, evaluation hours) of Fig 4's sweep at the given run-steps/s per S."""
+    train = sum(FIG4_RUNS_PER_S * epochs * steps_per_epoch / rates[S] for S in (10, 50))
+    evaluations = 2 * FIG4_RUNS_PER_S * (epochs // eval_every + 1)
+    return train / 3600, evaluations * eval_seconds / 3600
+
+
+def print_hours(rates: dict[int, float], steps_per_epoch: int, eval_seconds: float, gpu_hours: float) -> None:
+    """The ``paper`` and ``gpu`` profiles' estimates for Fig 4's sweep (320 runs)."""
+    if not {10, 50} <= set(rates):
+        print("# hour estimates need measured rates at S = 10 and S = 50")
+        return
+    paper = PROFILES["paper"]
+    per_epoch = sum(FIG4_RUNS_PER_S * steps_per_epoch / rates[S] for S in (10, 50))  # seconds per epoch of all runs
+    gpu_epochs = int(gpu_hours * 3600 / per_epoch)
+    print(f"\n# Fig 4 sweep: {2 * FIG4_RUNS_PER_S} runs x {steps_per_epoch} steps/epoch at "
+          f"{rates[10]:.0f} (S=10) / {rates[50]:.0f} (S=50) run-steps/s; evaluation {eval_seconds:g} s per run")
+    print(f"{'profile':>8} {'epochs':>7} {'train h':>8} {'eval h':>7} {'total h':>8}")
+    for name, epochs, every in (("paper", paper.epochs, paper.eval_every), ("gpu", gpu_epochs, paper.eval_every)):
+        train, evaluation = sweep_hours(rates, epochs, steps_per_epoch, every, eval_seconds)
+        print(f"{name:>8} {epochs:>7} {train:8.1f} {evaluation:7.1f} {train + evaluation:8.1f}")
+    print(f"# gpu: the epochs whose training fits {gpu_hours:g} h; evaluation is extra unless stacked")
+
+
+# ----- bandit rounds of a stack ------------------------------------------------------------------
+def bandit_schedule(d: int, n_obs: int, seed: int) -> tuple[GPBanditSchedule, int, float]:
+    """A GP schedule (1-epoch windows) with ``n_obs`` finished rounds on a noisy quadratic reward,
+    recorded through random rounds (cheap); returns it, the next epoch and the evidence closing it."""
+    opts = dict(window=1, window_growth=0, early_drop=None, seed=seed, device="cpu")
+    warm = GPBanditSchedule(d, n_init=n_obs + 2, **opts)
+    g = torch.Generator().manual_seed(seed)
+    level = -100.0
+    warm.step(0, evidence=level)
+    for epoch in range(1, n_obs + 1):
+        arm = warm.current_arm()
+        level += float(0.5 - (arm - 0.5).pow(2).sum() + 0.1 * torch.randn(1, generator=g, dtype=torch.float64))
+        warm.step(epoch, evidence=level)
+    state = warm.state_dict()
+    state["config"]["n_init"] = max(3, d)
+    sched = GPBanditSchedule(d, **opts)
+    sched.load_state_dict(state)
+    return sched, n_obs + 1, level + 0.3
+
+
+def bench_bandits(K: int, d: int, n_values: list[int], workers: int, host_cores: int, rates: dict[int, float]) -> None:
+    """Seconds for K GP rounds one by one vs through a StepPool; the K = 64 estimate on a bigger host."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the pool's workers run one thread each: compare like with like
+    print(f"\n# GP-bandit rounds: K = {K}, d = {d}, pool of {workers} workers (1 thread each)")
+    print(f"{'N':>5} {'one by one s':>13} {'s/round':>8} {'pool s':>7} {'K=64 on ' + str(host_cores) + ' cores s':>20}")
+    with StepPool(workers) as pool:
+        step_schedules(*_round_inputs([bandit_schedule(d, 5, 0)] * 2), pool=pool)  # start the workers
+        for n in n_values:
+            base = [bandit_schedule(d, n, seed) for seed in range(K)]
+            t0 = time.perf_counter()
+            step_schedules(*_round_inputs(base))
+            alone = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            step_schedules(*_round_inputs(base), pool=pool)
+            pooled = time.perf_counter() - t0
+            per_round = alone / K
+            print(f"{n:>5} {alone:13.2f} {per_round:8.3f} {pooled:7.2f} {math.ceil(64 / host_cores) * per_round:20.2f}")
+    torch.set_num_threads(threads)
+    if rates:
+        rounds = bandit_rounds(10_000)
+        window_s = math.ceil(64 / host_cores) * per_round
+        for S, rate in sorted(rates.items()):
+            train_s = 10_000 * 60 * 64 / rate
+            share = rounds * window_s / (train_s + rounds * window_s)
+            print(f"# K = 64, S = {S}: {rounds} rounds in 10,000 epochs, bandit share of the wall-clock "
+                  f"{100 * share:.1f}% (at {rate:.0f} run-steps/s, N = {n_values[-1]} per round)")
+
+
+def _round_inputs(base: list) -> tuple[list, int, list[float]]:
+    """Fresh copies of the schedules, the epoch and the evidences that close their windows."""
+    return [copy.deepcopy(b[0]) for b in base], base[0][1], [b[2] for b in base]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -99,6 +198,14 @@ def main() -> None:
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast of the forward pass")
     parser.add_argument("--compile", action="store_true", help="torch.compile the stacked forward pass")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--steps-per-epoch", type=int, default=60, help="MNIST at batch 1000 (Omniglot: 25)")
+    parser.add_argument("--eval-seconds", type=float, default=4.4, help="one IWAE-5000 evaluation of one run")
+    parser.add_argument("--gpu-hours", type=float, default=3.0, help="the gpu profile's budget")
+    parser.add_argument("--bandit-K", type=int, default=0, help="also time K GP-bandit rounds (0: no)")
+    parser.add_argument("--bandit-d", type=int, default=15)
+    parser.add_argument("--bandit-N", type=int, nargs="+", default=[40, 200])
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--host-cores", type=int, default=16)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -110,6 +217,7 @@ def main() -> None:
     print(f"# {name}, torch {torch.__version__}, model {args.model}, batch {args.batch}, tf32={args.tf32}, "
           f"bf16={args.bf16}, compile={args.compile}")
     print(f"{'S':>4} {'K':>5} {'run-steps/s':>12} {'x K=1':>7}")
+    best: dict[int, float] = {}
     for S in args.S:
         base = None
         for K in args.K:
@@ -121,8 +229,12 @@ def main() -> None:
                 torch.cuda.empty_cache()
                 continue
             base = rate if K == 1 else base
+            best[S] = max(best.get(S, 0.0), rate)
             ratio = f"{rate / base:7.2f}" if base else "      -"
             print(f"{S:>4} {K:>5} {rate:12.1f} {ratio}", flush=True)
+    print_hours(best, args.steps_per_epoch, args.eval_seconds, args.gpu_hours)
+    if args.bandit_K:
+        bench_bandits(args.bandit_K, args.bandit_d, args.bandit_N, args.workers, args.host_cores, best)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One-GPU check of stacked training, within 8 minutes: the CUDA tests, bench_stack.py, and (once
+# One-GPU check of stacked training, within 8 minutes: the CUDA tests, bench_stack.py (with the GP-bandit
+# rounds of a K=64 stack through a worker pool), and (once
 # tvolib.training.train_many exists) a 20-epoch stacked run at paper scale (full MNIST, batch 1000).
 # Needs only torch, botorch, gpytorch, pandas, seaborn, pytest, hypothesis and this repository.
 #
@@ -40,6 +41,10 @@ echo "== bench_stack.py: fp32 =="
 timeout 200 $PY benchmarks/bench_stack.py --device cuda --K 1 8 32 128 --S 10 50 --steps 8 2>&1 | tee "$OUT/bench_fp32.txt"
 echo "== bench_stack.py: TF32 + bf16 autocast =="
 timeout 100 $PY benchmarks/bench_stack.py --device cuda --K 1 32 128 --S 10 50 --steps 8 --tf32 --bf16 2>&1 | tee "$OUT/bench_tf32_bf16.txt"
+
+echo "== GP-bandit rounds of a K=64 stack through a 16-worker StepPool (d=15) =="
+timeout 150 $PY benchmarks/bench_stack.py --device cuda --K 1 --S 10 50 --steps 4 --bandit-K 64 --bandit-N 40 200 \
+  --workers 16 --host-cores 16 2>&1 | tee "$OUT/bench_bandits.txt"
 
 echo "== 20-epoch stacked run (train_many) =="
 if $PY -c "from tvolib.training import train_many" 2>/dev/null; then

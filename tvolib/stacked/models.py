@@ -34,7 +34,8 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Bernoulli, Normal
 
-from tvolib.models.base import LatentVariableModel, check_samples
+from tvolib.checks import check_samples
+from tvolib.models.base import LatentVariableModel
 from tvolib.models.sbn import SigmoidBeliefNetwork
 from tvolib.models.vae import GaussianVAE
 

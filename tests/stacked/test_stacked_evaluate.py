@@ -1,0 +1,92 @@
+"""Stacked test evaluation equals the single-run evaluation of each run, bit for bit on the CPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import tvolib.evaluate as single_evaluation
+from tvolib.evaluate import evaluate
+from tvolib.stacked.evaluate import _AUTO_ELEMENTS, evaluate_stack, sample_chunks
+
+from helpers_stacked import SEEDS, stack_of
+
+EVAL_SEEDS = [1_000_003 * s + 7 for s in SEEDS]  # the trainer's seed * 1_000_003 + epoch
+
+
+def _test_set(n: int = 32, seed: int = 5) -> torch.Tensor:
+    return torch.rand(n, 784, generator=torch.Generator().manual_seed(seed)).round()
+
+
+def _assert_runs_equal_single(models, results, x, **kw):
+    for k, (model, got) in enumerate(zip(models, results)):
+        xk = x if x.ndim == 2 else x[k]
+        want = evaluate(model, xk, seed=EVAL_SEEDS[k], per_point=True, **kw)
+        for key in ("log_px", "elbo", "kl", "S", "n_points"):
+            assert got[key] == want[key], (k, key)
+        assert torch.equal(got["log_px_points"], want["log_px_points"])
+        assert torch.equal(got["elbo_points"], want["elbo_points"])
+
+
+@pytest.mark.parametrize("name", ["vae", "sbn"])
+def test_each_run_equals_the_single_evaluation_bitwise(name):
+    stack, models = stack_of(name)
+    x = _test_set()
+    kw = dict(S=24, batch_size=16, sample_chunk=8)
+    results = evaluate_stack(stack, x, seeds=EVAL_SEEDS, per_point=True, **kw)
+    _assert_runs_equal_single(models, results, x, **kw)
+
+
+def test_run_groups_and_per_run_test_sets_change_nothing():
+    """Memory-bounded groups of 1 or 2 runs give the bits of one group; each run may have its own x."""
+    stack, models = stack_of("vae")
+    x = torch.stack([_test_set(seed=s) for s in SEEDS])  # (K, N, D)
+    kw = dict(S=16, batch_size=16, sample_chunk=8)
+    per_elem = 8 * 16 * 784
+    for max_elements in (1, 2 * per_elem, 10 * per_elem):
+        results = evaluate_stack(stack, x, seeds=EVAL_SEEDS, per_point=True, max_elements=max_elements, **kw)
+        _assert_runs_equal_single(models, results, x, **kw)
+
+
+def test_default_chunks_and_the_global_rng_untouched():
+    stack, models = stack_of("vae", seeds=(4, 5))
+    x = _test_set(16)
+    state = torch.get_rng_state()
+    results = evaluate_stack(stack, x, seeds=EVAL_SEEDS[:2], S=32, per_point=True)
+    assert torch.equal(torch.get_rng_state(), state)
+    _assert_runs_equal_single(models, results, x, S=32)
+
+
+def test_kl_is_nonnegative_per_point_and_log_px_bounds_the_elbo():
+    stack, _ = stack_of("vae")
+    for out in evaluate_stack(stack, _test_set(16), seeds=EVAL_SEEDS, S=16, per_point=True):
+        gap = out["log_px_points"] - out["elbo_points"]
+        assert bool((gap >= 0).all()) and out["kl"] >= 0
+        assert out["kl"] == out["log_px"] - out["elbo"]
+
+
+def test_the_auto_chunk_rule_is_the_single_evaluations():
+    assert _AUTO_ELEMENTS == single_evaluation._AUTO_ELEMENTS
+
+
+@settings(max_examples=30)
+@given(S=st.integers(1, 3000), batch=st.integers(1, 500), chunk=st.one_of(st.none(), st.integers(1, 700)))
+def test_sample_chunks_cover_S(S, batch, chunk):
+    chunks = sample_chunks(S, batch, 784, chunk)
+    assert sum(chunks) == S and all(c >= 1 for c in chunks)
+    assert len(set(chunks[:-1])) <= 1 and chunks[-1] <= chunks[0]
+
+
+def test_bad_arguments_are_named():
+    stack, _ = stack_of("vae")
+    x = _test_set(8)
+    with pytest.raises(ValueError, match="seeds must hold one int per run"):
+        evaluate_stack(stack, x, seeds=[1, 2], S=4)
+    with pytest.raises(ValueError, match="x_test must be"):
+        evaluate_stack(stack, x[:, :100], seeds=EVAL_SEEDS, S=4)
+    with pytest.raises(ValueError, match="x_test must be"):
+        evaluate_stack(stack, torch.stack([x, x]), seeds=EVAL_SEEDS, S=4)
+    with pytest.raises(ValueError, match="S must be an int"):
+        evaluate_stack(stack, x, seeds=EVAL_SEEDS, S=0)
+    with pytest.raises(ValueError, match="sample_chunk must be"):
+        evaluate_stack(stack, x, seeds=EVAL_SEEDS, S=4, sample_chunk=0)
