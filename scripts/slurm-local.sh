@@ -87,7 +87,8 @@ SlurmUser=$user
 SlurmdUser=$user
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$DIR/munge/munge.socket
+# cred_expire: also how long a requeued job waits before it may start again (default 120 s).
+AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=10
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/run/slurmctld.pid
@@ -107,6 +108,8 @@ SwitchType=switch/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
+# Look at pending jobs every 2 s (default 60 s), so requeued jobs restart quickly.
+SchedulerParameters=sched_interval=2,bf_interval=2
 SlurmdParameters=config_overrides
 ReturnToService=2
 # Test timings: finished jobs leave squeue after 30 s; time limits enforced without grace.
