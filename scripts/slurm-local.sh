@@ -123,7 +123,8 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 MaxArraySize=10001
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
-PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+# A job without --mem gets its share of memory per CPU (not the whole node).
+PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP DefMemPerCPU=$((mem / cpus))
 EOF
 }
 
@@ -174,6 +175,19 @@ cmd_start() {
   print_env
 }
 
+cancel_jobs() {  # cancel every job of this cluster, so that none outlives slurmd; up to 10 s
+  [[ -n $(answers) ]] || return 0
+  local ids
+  ids="$(SLURM_CONF="$CONF" squeue -h -o '%A' 2>/dev/null || true)"
+  [[ -n $ids ]] || return 0
+  # shellcheck disable=SC2086 # one job id per word
+  SLURM_CONF="$CONF" scancel $ids 2>/dev/null || true
+  for _ in $(seq 20); do
+    [[ -z $(SLURM_CONF="$CONF" squeue -h -t running,completing -o '%A' 2>/dev/null) ]] && return 0
+    sleep 0.5
+  done
+}
+
 cmd_stop() {
   local quiet="${1:-}" pid name
   if [[ ! -d $DIR ]]; then
@@ -181,20 +195,20 @@ cmd_stop() {
     return 0
   fi
   [[ -f $MARKER ]] || die "$DIR exists but was not made by this script; not touching it"
+  cancel_jobs
+  local pids=()  # read before killing: a daemon removes its pid file while it is still exiting
   for name in "${DAEMONS[@]}"; do
     pid="$(pid_of "$name")"
-    [[ -n $pid ]] && kill "$pid" 2>/dev/null || true
+    [[ -n $pid ]] && pids+=("$pid")
   done
+  ((${#pids[@]})) && kill "${pids[@]}" 2>/dev/null || true
   for _ in $(seq 50); do  # up to 5 s for a clean exit, then SIGKILL
-    local alive=0
-    for name in "${DAEMONS[@]}"; do [[ -n $(pid_of "$name") ]] && alive=1; done
-    ((alive)) || break
+    local alive=()
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+    ((${#alive[@]})) || break
     sleep 0.1
   done
-  for name in "${DAEMONS[@]}"; do
-    pid="$(pid_of "$name")"
-    [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true
-  done
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
   rm -rf "$DIR"
   [[ -n $quiet ]] || say "stopped; removed $DIR"
 }
