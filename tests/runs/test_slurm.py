@@ -28,6 +28,7 @@ import pytest
 import torch
 
 from tvolib import checkpoint, experiments, sweeps
+from tvolib.train import train
 
 REPO = Path(__file__).resolve().parents[2]
 USER = getpass.getuser()
@@ -98,14 +99,13 @@ def _start_sweep(folder: Path, configs: list[Any], data_root: Path | str, option
 
 def _finish(proc: subprocess.Popen, log: Path, seconds: float, what: str, job_name: str) -> int:
     """The sweep's exit code; after ``seconds`` the sweep and its jobs are killed and the test fails."""
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         return proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        _scancel(job_name)
-        pytest.fail(f"{what}: the sweep still ran after {seconds:.0f} s; its console ends with:\n"
-                    f"{_tail(log)}", pytrace=False)
+    proc.kill()
+    proc.wait()
+    _scancel(job_name)
+    pytest.fail(f"{what}: the sweep still ran after {seconds:.0f} s; its console ends with:\n{_tail(log)}",
+                pytrace=False)
 
 
 def _tail(log: Path, lines: int = 15) -> str:
@@ -199,18 +199,29 @@ def _log_files(row: dict[str, Any]) -> list[Path]:
 # --------------------------------------------------------------------------------------------
 
 TIME_LIMIT_JOB = "tvolib-test-timelimit"
-#: Long enough (about a minute on one core) to outlast the first warning signal, which Slurm sends
-#: within 15-45 s of the start: ``slurm_signal_delay_s=15`` before a 1-minute limit, checked every 30 s.
-TIME_LIMIT_EPOCHS = 300
+#: Seconds of training the time-limited run needs: more than its first job gets. With a 1-minute limit
+#: and ``slurm_signal_delay_s=5`` Slurm sends the warning signal 25-55 s after the start (it checks
+#: every 30 s); submitit's default of 3 requeues leaves that run at least 4 jobs of 25 s.
+TIME_LIMIT_WORK_S = 65.0
+
+
+def _epochs_lasting(seconds: float, data_root: Path) -> int:
+    """Epochs of :func:`_sbn_run` that train for about ``seconds`` on one core of this machine
+    (timed on a short run: training, evaluation and bandit time per epoch, without start-up)."""
+    probe = _sbn_run(20)
+    with _one_torch_thread():
+        final = train(probe, None, data_root=data_root, progress=False).final
+    per_epoch = sum(final[k] for k in ("train_seconds", "eval_seconds", "bandit_seconds")) / probe.epochs
+    return max(10, int(seconds / per_epoch) // 10 * 10)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def time_limited_sweep(tmp_path_factory: pytest.TempPathFactory,
                        data_root: Path) -> Iterator[tuple[Any, Path, subprocess.Popen, Path]]:
-    """One long run with a 1-minute time limit, requeued through submitit's checkpointing."""
+    """One run longer than its 1-minute time limit, started before the first test of this module."""
     folder = tmp_path_factory.mktemp("timelimit")
-    config = _sbn_run(TIME_LIMIT_EPOCHS)
-    options = _slurm_options(TIME_LIMIT_JOB, timeout_min=1, slurm_signal_delay_s=15, slurm_max_num_timeout=20)
+    config = _sbn_run(_epochs_lasting(TIME_LIMIT_WORK_S, data_root))
+    options = _slurm_options(TIME_LIMIT_JOB, timeout_min=1, slurm_signal_delay_s=5)
     proc, log = _start_sweep(folder, [config], data_root, options, "sweep")
     yield config, folder / "results", proc, log
     if proc.poll() is None:
@@ -317,6 +328,6 @@ def test_time_limit_requeues_and_completes(time_limited_sweep: tuple[Any, Path, 
     final, history = _numbers(config, root)
     assert final["epochs"] == config.epochs
     assert history["epoch"].tolist() == list(range(config.epochs + 1))
-    job_logs = "".join(p.read_text(errors="replace") for p in root.rglob("*log.err"))
+    job_logs = "".join(p.read_text(errors="replace") for p in root.rglob("*_log.*"))  # submitit's
     assert "Requeued job" in job_logs, "the job was never requeued: the run fitted in its first minute"
     assert _status_row(config, root)["status"] == "done"
