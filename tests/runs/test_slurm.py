@@ -1,9 +1,10 @@
 """The ``slurm`` executor against a real Slurm cluster (``scripts/slurm-local.sh start`` gives one).
 
-Skipped, with the reason, where no cluster answers ``sinfo``. The one-node test cluster has no
-accounting storage, so ``sacct`` fails there: every state the runner reports (running, done,
-failed) must come without it. Runs get one CPU each (``cpus_per_task=1``), so local references are
-computed with one torch thread, as the local executor's pool workers and the Slurm jobs use.
+Skipped, with the reason, where no cluster answers ``sinfo`` or where its nodes are other machines
+(the tests' temporary folders are local). The one-node test cluster has no accounting storage, so
+``sacct`` fails there: every state the runner reports (running, done, failed) must come without it.
+Runs get one CPU each (``cpus_per_task=1``), so local references are computed with one torch
+thread, as the local executor's pool workers and the Slurm jobs use.
 
 The time-limit test needs one run that outlasts a Slurm warning signal (a minute's time limit), so
 its sweep is started before the first test and checked by the last one, while the others run.
@@ -17,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -39,11 +41,16 @@ def _cluster_problem() -> str | None:
     if shutil.which("sinfo") is None:
         return "Slurm is not installed (no sinfo)"
     try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%n"], capture_output=True, text=True, timeout=20)
     except subprocess.TimeoutExpired:
         return "sinfo did not answer within 20 s"
     if out.returncode != 0 or not out.stdout.strip():
-        return f"no Slurm cluster answers sinfo ({(out.stderr or out.stdout).strip()[:200]})"
+        last = (out.stderr or out.stdout or "no output").strip().splitlines()[-1]
+        return f"no Slurm cluster answers sinfo ({last})"
+    here = {socket.gethostname().split(".")[0], "localhost"}
+    others = sorted({name.split(".")[0] for name in out.stdout.split()} - here)
+    if others:  # the tests' temporary folders would not be seen from other nodes
+        return f"the Slurm cluster has nodes other than this machine ({', '.join(others[:3])})"
     return None
 
 
@@ -58,6 +65,12 @@ JOB = {"cpus_per_task": 1, "mem_gb": 1, "timeout_min": 10, "slurm_array_parallel
 #: The same for the command line, through its environment.
 JOB_ENV = {"TVOLIB_SLURM_CPUS": "1", "TVOLIB_SLURM_MEM_GB": "1", "TVOLIB_SLURM_TIMEOUT_MIN": "10",
            "TVOLIB_SLURM_ARRAY_PARALLELISM": "2"}
+#: Job name of the time-limited run (the other tests' queries leave it out).
+TIME_LIMIT_JOB = "tvolib-test-timelimit"
+#: Seconds of training the time-limited run needs: more than its first job gets. With a 1-minute limit
+#: and ``slurm_signal_delay_s=5`` Slurm sends the warning signal 25-55 s after the start (it checks
+#: every 30 s); submitit's default of 3 requeues leaves that run at least 4 jobs of 25 s.
+TIME_LIMIT_WORK_S = 65.0
 #: Run folder columns that measure time, not the run: they differ between any two runs.
 TIMING = re.compile(r"seconds$")
 
@@ -116,12 +129,13 @@ def _scancel(job_name: str) -> None:
     subprocess.run(["scancel", "-u", USER, "-n", job_name], check=False, capture_output=True, timeout=30)
 
 
-def _queue(job_name: str) -> list[dict[str, str]]:
-    """This user's queued jobs called ``job_name``, one row per array task (squeue, not sacct)."""
-    out = subprocess.run(["squeue", "-h", "-r", "-u", USER, "-n", job_name, "-o", "%F|%K|%T|%i"],
+def _queue(exclude: str) -> list[dict[str, str]]:
+    """This user's queued jobs except those called ``exclude``, one row per array task (squeue)."""
+    out = subprocess.run(["squeue", "-h", "-r", "-u", USER, "-o", "%F|%K|%T|%i|%j"],
                          capture_output=True, text=True, timeout=30, check=True).stdout
-    keys = ("array_job", "task", "state", "job")
-    return [dict(zip(keys, line.split("|"))) for line in out.split()]
+    keys = ("array_job", "task", "state", "job", "name")
+    rows = [dict(zip(keys, line.split("|", 4))) for line in out.splitlines() if line.strip()]
+    return [row for row in rows if row["name"] != exclude]
 
 
 def _throttle(array_job: str) -> int | None:
@@ -198,13 +212,6 @@ def _log_files(row: dict[str, Any]) -> list[Path]:
 # The long run of the time-limit test, started before the first test
 # --------------------------------------------------------------------------------------------
 
-TIME_LIMIT_JOB = "tvolib-test-timelimit"
-#: Seconds of training the time-limited run needs: more than its first job gets. With a 1-minute limit
-#: and ``slurm_signal_delay_s=5`` Slurm sends the warning signal 25-55 s after the start (it checks
-#: every 30 s); submitit's default of 3 requeues leaves that run at least 4 jobs of 25 s.
-TIME_LIMIT_WORK_S = 65.0
-
-
 def _epochs_lasting(seconds: float, data_root: Path) -> int:
     """Epochs of :func:`_sbn_run` that train for about ``seconds`` on one core of this machine
     (timed on a short run: training, evaluation and bandit time per epoch, without start-up)."""
@@ -250,7 +257,7 @@ def test_figure_sweep_on_slurm_matches_local_executor(tmp_path: Path, data_root:
     with log.open("w") as out:
         proc = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
     while proc.poll() is None:
-        rows = _queue("tvolib")
+        rows = _queue(exclude=TIME_LIMIT_JOB)
         seen += rows
         most_running = max(most_running, sum(r["state"] == "RUNNING" for r in rows))
         throttles |= {_throttle(r["array_job"]) for r in rows if r["state"] == "PENDING"}
