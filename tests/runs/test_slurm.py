@@ -240,7 +240,7 @@ def time_limited_sweep(tmp_path_factory: pytest.TempPathFactory,
 def test_figure_sweep_on_slurm_matches_local_executor(tmp_path: Path, data_root: Path) -> None:
     """`python -m tvolib run fig6 --executor slurm`: one throttled job array, quiet console, the
     local executor's numbers."""
-    assert subprocess.run(["sacct", "-n"], capture_output=True).returncode != 0, (
+    assert subprocess.run(["sacct", "-n"], capture_output=True, timeout=30).returncode != 0, (
         "sacct answers on this cluster: these tests must run without accounting (scripts/slurm-local.sh)")
     configs = sweeps.figure_configs("fig6", "smoke")
     root, log = tmp_path / "slurm", tmp_path / "console.log"
