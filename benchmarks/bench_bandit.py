@@ -11,7 +11,7 @@ are *warm* (started from the previous round's values, as in a run) -- the steady
 Reported: median warm seconds of the whole round, of the fit and of the acquisition, the number of
 MAP objective evaluations, and the cold round's seconds.
 
-**Share of training.** (a) measured: ``tvolib.train.train`` with ``gp_bandit`` at d = 15 for
+**Share of training.** (a) measured: ``tvolib.training.train`` with ``gp_bandit`` at d = 15 for
 ``--train-epochs`` epochs on ``--n-train`` MNIST examples, ``n_init=3`` so GP rounds start early
 (bandit seconds / training seconds; early in a run, so few observations); (b) projected for the
 paper's 10,000-epoch run: windows of 6 + k // 10 epochs give K ~ 396 rounds; the bandit's total is the sum of round costs interpolated
@@ -78,7 +78,7 @@ def time_rounds(d: int, n: int, warm: int, device: str) -> dict[str, float]:
 def training_share(epochs: int, n_train: int, device: str) -> dict[str, float] | None:
     """Bandit seconds / training seconds of a real gp_bandit run at d = 15 (None without data)."""
     try:
-        from tvolib.train import RunConfig, train
+        from tvolib.training import RunConfig, train
     except ImportError as exc:  # trainer not available
         print(f"(skipping the training-share measurement: {exc})")
         return None
@@ -86,9 +86,8 @@ def training_share(epochs: int, n_train: int, device: str) -> dict[str, float] |
     # take ~100 epochs); the projection below uses the round table, not this run.
     config = RunConfig(model="vae", dataset="mnist", n_train=n_train, n_test=100, schedule="gp_bandit", d=15,
                        S=10, epochs=epochs, eval_every=0, eval_S=10, schedule_options={"n_init": 3})
-    data_root = REPO.parent / "shared" / "data"
-    try:
-        result = train(config, None, data_root=str(data_root) if data_root.is_dir() else None, device=device)
+    try:  # data from the data-root setting ($TVOLIB_DATA, else the library default)
+        result = train(config, None, device=device)
     except Exception as exc:  # noqa: BLE001 - report and carry on with the round table
         print(f"(skipping the training-share measurement: {type(exc).__name__}: {exc})")
         return None

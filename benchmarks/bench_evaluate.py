@@ -13,8 +13,8 @@ On a CPU both ways are bound by the same arithmetic (S = 5000 already fills a ba
 little gain there; the target is for a GPU, where one point per call leaves the device idle.
 
 Run: ``python benchmarks/bench_evaluate.py [--points 100] [--S 5000] [--device cuda] [--threads 1]``.
-Data: MNIST / binarized MNIST test points from the data root (``--data-root``, ``$TVOLIB_DATA``
-or ``../shared/data``); random binary images when none is found.
+Data: MNIST / binarized MNIST test points from the data root (``--data-root``, else the data-root
+setting ``$TVOLIB_DATA``); random binary images when none is found.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from tvolib.models import build_model  # noqa: E402
 
 def test_points(dataset: str, n: int, data_root: str | None) -> tuple[torch.Tensor, torch.Tensor | None, str]:
     """``n`` test images, the training mean (for the SBN) and where they came from."""
-    root = data_root or os.environ.get("TVOLIB_DATA") or str(REPO.parent / "shared" / "data")
+    root = data_root or os.environ.get("TVOLIB_DATA")
     try:
         from tvolib.data import load_dataset
 

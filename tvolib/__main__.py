@@ -21,8 +21,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from tvolib import runs, sweeps
-from tvolib.profiles import PROFILES, get_profile
+from tvolib import runs
+from tvolib.paper import sweeps
+from tvolib.paper.profiles import PROFILES, get_profile
 from tvolib.runs.slurm import SLURM_ENV
 
 __all__ = ["main", "build_parser"]

@@ -1,7 +1,7 @@
 """What every experiment config shares: JSON round trip, a stable digest, validated copies.
 
-:class:`tvolib.train.RunConfig` (image models) and :class:`tvolib.pcfg.PCFGConfig` are frozen
-dataclasses that inherit these methods; the runner (:mod:`tvolib.experiments`) relies only on them
+:class:`tvolib.training.RunConfig` (image models) and :class:`tvolib.training.PCFGConfig` are frozen
+dataclasses that inherit these methods; the runner (:mod:`tvolib.runs`) relies only on them
 and on the class attribute ``kind``.
 """
 from __future__ import annotations

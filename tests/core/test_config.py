@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from tvolib.config import ExperimentConfig, resolve_device
-from tvolib.pcfg import PCFGConfig
-from tvolib.train import RunConfig
+from tvolib.training import PCFGConfig, RunConfig
 
 
 @dataclass(frozen=True)

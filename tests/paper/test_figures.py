@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from tvolib import experiments  # noqa: E402
+from tvolib import runs  # noqa: E402
 from tvolib.paper import results  # noqa: E402
 from tvolib.paper.figures import BUILDERS, FigureResult, figure  # noqa: E402
 from tvolib.paper.names import PCFG_METRICS  # noqa: E402
@@ -48,7 +48,7 @@ def cached(tmp_path):
     root = tmp_path / "results"
 
     def run(name):
-        experiments.run_configs(figure_configs(name, "smoke"), results_root=root, train_fn=fake_train, max_workers=1,
+        runs.run_configs(figure_configs(name, "smoke"), results_root=root, train_fn=fake_train, max_workers=1,
                                 progress=False)
         return figure(name, profile="smoke", results_root=root, figures_dir=tmp_path / "figures")
     return run

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tvolib.paper import names, sweeps
-from tvolib.train import SCHEDULES
+from tvolib.training.images import SCHEDULES
 
 
 def test_ordered_puts_known_names_first_then_alphabetical():

@@ -7,8 +7,8 @@ import pytest
 
 from tvolib.paper import sweeps
 from tvolib.paper.profiles import PROFILES, get_profile
-from tvolib.pcfg import PCFGConfig
-from tvolib.profiles import estimate_seconds, estimate_wall_seconds
+from tvolib.training import PCFGConfig
+from tvolib.runs.cost import estimate_seconds, estimate_wall_seconds
 
 
 def digests(configs):

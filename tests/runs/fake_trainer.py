@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tvolib import runs
-from tvolib.train import RunConfig
+from tvolib.training import RunConfig
 
 FAIL_ENV = "TVOLIB_FAKE_FAIL"
 

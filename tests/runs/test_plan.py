@@ -6,7 +6,7 @@ from hypothesis import given, strategies as st
 
 from fake_trainer import FAIL_ENV, cfg, root, run  # noqa: F401 - root is a fixture
 from tvolib import runs
-from tvolib.profiles import estimate_seconds
+from tvolib.runs.cost import estimate_seconds
 from tvolib.runs.plan import format_seconds
 
 

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from fake_trainer import FAIL_ENV, calls, cfg, fake_train, root  # noqa: F401 - root is a fixture
-from tvolib import pcfg, runs, train
+from tvolib import runs, training
 from tvolib.checkpoint import atomic_write
 from tvolib.runs import kinds, run as run_module, store
 from tvolib.runs.store import RunFolderError
@@ -17,9 +17,10 @@ from tvolib.training.run_folder import LOCK_NAME, RunFolderAccessError
 
 
 def test_registry_maps_kinds_to_classes_and_trainers():
-    assert runs.get_kind("tvo").config_class is train.RunConfig and runs.get_kind("tvo").train is train.train
-    assert runs.get_kind("pcfg").config_class is pcfg.PCFGConfig
-    assert runs.get_kind("pcfg").load_model is pcfg.load_model
+    assert runs.get_kind("tvo").config_class is training.RunConfig and runs.get_kind("tvo").train is training.train
+    assert runs.get_kind("pcfg").config_class is training.PCFGConfig
+    assert runs.get_kind("pcfg").train is training.train_pcfg
+    assert runs.get_kind("pcfg").load_model is training.load_model
     with pytest.raises(ValueError, match="unknown config kind 'gan'; accepted kinds: tvo, pcfg"):
         runs.get_kind("gan")
 
@@ -36,15 +37,6 @@ def test_registered_trainer_gets_the_shared_arguments(root, monkeypatch, tmp_pat
     c = cfg()
     runs.run_one(c, results_root=root, data_root=tmp_path, device="cpu", progress=False)
     assert seen == {"run_dir": runs.run_dir(c, root), "data_root": tmp_path, "device": "cpu", "progress": False}
-
-
-def test_pcfg_adapter_passes_device_and_progress(monkeypatch):
-    from tvolib import pcfg
-
-    seen = {}
-    monkeypatch.setattr(pcfg, "train_pcfg", lambda config, run_dir, **kw: seen.update(kw, run_dir=run_dir))
-    kinds.CONFIG_KINDS["pcfg"].train("config", "folder", data_root="/nowhere", device="cpu", progress=True)
-    assert seen == {"run_dir": "folder", "device": "cpu", "progress": True}
 
 
 def test_failure_recorded_then_resumed(root, monkeypatch):

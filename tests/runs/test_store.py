@@ -15,7 +15,7 @@ from fake_trainer import cfg, root, run  # noqa: F401 - root is a fixture
 from tvolib import runs
 from tvolib.runs import store
 from tvolib.runs.store import RunFolderError
-from tvolib.train import RunConfig
+from tvolib.training import RunConfig
 
 
 def _perturb(value):
@@ -48,7 +48,7 @@ def test_digest_stable_across_processes_and_spellings():
     a = cfg(schedule="gp_bandit", schedule_options={"b": 1, "a": (1, 2)})
     b = RunConfig.from_dict(json.loads(json.dumps(a.to_dict())))
     assert a == b and a.digest() == b.digest() and len(a.digest()) == 12
-    code = ("import json,sys; from tvolib.train import RunConfig; "
+    code = ("import json,sys; from tvolib.training import RunConfig; "
             "print(RunConfig.from_dict(json.loads(sys.argv[1])).digest())")
     env = {**os.environ, "PYTHONHASHSEED": "123"}
     out = subprocess.run([sys.executable, "-c", code, json.dumps(a.to_dict())], capture_output=True, text=True,

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import pandas as pd
 from matplotlib.figure import Figure
 
-from tvolib import experiments
+from tvolib import runs
 from tvolib.paper import analysis, captions, integrand, pcfg_analysis, results
 from tvolib.paper.names import MODEL_LABELS, schedule_label
 from tvolib.paper.profiles import Profile, get_profile
@@ -100,7 +100,7 @@ def _fig1(inputs: _Inputs) -> FigureResult:
 
 
 def _fig2(inputs: _Inputs) -> FigureResult:
-    rounds_log = experiments.load_schedule_history(inputs.configs[0], inputs.results_root)
+    rounds_log = runs.load_schedule_history(inputs.configs[0], inputs.results_root)
     positions = analysis.stage_rounds(rounds_log, inputs.profile.reward_surface_epochs) if len(rounds_log) else []
     caption = captions.scale_caption(inputs.profile)
     fig = plot_reward_surface(analysis.reward_observations(rounds_log), results.reward_panels(rounds_log, positions),
@@ -109,7 +109,7 @@ def _fig2(inputs: _Inputs) -> FigureResult:
 
 
 def _fig3(inputs: _Inputs) -> FigureResult:
-    rounds_log = experiments.load_schedule_history(inputs.configs[0], inputs.results_root)
+    rounds_log = runs.load_schedule_history(inputs.configs[0], inputs.results_root)
     caption = captions.scale_caption(inputs.profile)
     fig = plot_betas_over_time(analysis.betas_by_phase(rounds_log, "arm"), title=caption)
     return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
@@ -212,5 +212,5 @@ def figure(
     stem = resolve_figure(name)
     p = get_profile(profile)
     configs = list(FIGURES[stem](p))
-    frame = experiments.run_configs(configs, executor=executor, data_root=data_root, results_root=results_root)
+    frame = runs.run_configs(configs, executor=executor, data_root=data_root, results_root=results_root)
     return BUILDERS[stem](_Inputs(stem, p, configs, frame, data_root, results_root, figures_dir))

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from tvolib import experiments
+from tvolib import runs
 from tvolib.bandit import reward_posterior
 from tvolib.data import load_dataset
 from tvolib.paper.analysis import as_float_list
@@ -56,14 +56,14 @@ def _collect(configs: Sequence[Any], parts: list[pd.DataFrame], what: str) -> pd
 def collect_histories(configs: Sequence[Any], results_root: str | os.PathLike[str] | None = None) -> pd.DataFrame:
     """The per-epoch histories of completed ``configs``, each row tagged with its config's scalar
     fields (``schedule``, ``d``, ``S``, ``seed``, ...)."""
-    parts = [experiments.load_history(c, results_root) for c in configs]
+    parts = [runs.load_history(c, results_root) for c in configs]
     return _collect(configs, parts, "collect_histories")
 
 
 def collect_schedule_histories(configs: Sequence[Any],
                                results_root: str | os.PathLike[str] | None = None) -> pd.DataFrame:
     """As :func:`collect_histories` for the bandit logs (one row per bandit round)."""
-    parts = [experiments.load_schedule_history(c, results_root) for c in configs]
+    parts = [runs.load_schedule_history(c, results_root) for c in configs]
     return _collect(configs, parts, "collect_schedule_histories")
 
 
@@ -104,7 +104,7 @@ def reward_panels(schedule_history: pd.DataFrame, positions: Sequence[int], *, g
 
 def last_schedule(config: Any, results_root: str | os.PathLike[str] | None = None) -> list[float]:
     """The schedule (left points) of a completed run's last epoch."""
-    history = experiments.load_history(config, results_root)
+    history = runs.load_history(config, results_root)
     return as_float_list(history["betas"].dropna().iloc[-1])
 
 
@@ -117,7 +117,7 @@ def trained_model_and_test_data(
 ) -> tuple[Any, torch.Tensor, str]:
     """A completed run's trained model, the first ``n_data`` test examples of its own data subset
     (on the model's device) and the data's label."""
-    model = experiments.load_model(config, results_root)
+    model = runs.load_model(config, results_root)
     data = load_dataset(config.dataset, data_root, n_train=config.n_train, n_test=config.n_test,
                         seed=config.data_seed)
     return model, data.test[:n_data].to(next(model.parameters()).device), data.label

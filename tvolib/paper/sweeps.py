@@ -20,8 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from tvolib.paper.profiles import Profile, get_profile
-from tvolib.pcfg import PCFGConfig
-from tvolib.train import RunConfig
+from tvolib.training import PCFGConfig, RunConfig
 
 __all__ = [
     "COMPARED_SCHEDULES",

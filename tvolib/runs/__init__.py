@@ -9,8 +9,9 @@
 - :mod:`~tvolib.runs.slurm`: Slurm options and job state read without ``sacct``.
 
 Example:
-    >>> from tvolib import runs, sweeps
-    >>> frame = runs.run_configs(sweeps.fig4_vae("smoke"))  # doctest: +SKIP
+    >>> from tvolib import runs
+    >>> from tvolib.paper import sweeps
+    >>> frame = runs.run_configs(sweeps.fig4_vae_mnist_fashion("smoke"))  # doctest: +SKIP
 """
 from tvolib.runs.executors import EXECUTORS, RunFailedError, SubmititRun, resolve_executor, run_configs
 from tvolib.runs.kinds import CONFIG_KINDS, ConfigKind, get_kind

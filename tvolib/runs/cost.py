@@ -57,7 +57,7 @@ COST_CONSTANTS: dict[str, Any] = {
 }
 
 
-#: Training examples the trainer gives the moments schedule per re-estimate (tvolib.train).
+#: Training examples the trainer gives the moments schedule per re-estimate (tvolib.training.images).
 MOMENTS_EXAMPLES = 1000
 
 

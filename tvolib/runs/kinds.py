@@ -8,10 +8,9 @@ object (or mapping) with ``history``, ``schedule_history`` and ``final``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
-from tvolib import pcfg, train
+from tvolib.training import kinds as training_kinds
 
 __all__ = ["ConfigKind", "CONFIG_KINDS", "TrainFn", "get_kind"]
 
@@ -34,20 +33,10 @@ class ConfigKind:
     load_model: Callable[..., Any]
 
 
-def _train_pcfg(config: Any, run_dir: str | Path | None = None, *, data_root: str | Path | None = None,
-                device: str | None = None, progress: bool | None = None) -> Any:
-    """:func:`tvolib.pcfg.train_pcfg` with the shared trainer signature.
-
-    The PCFG's data is its grammar file, shipped inside the package, so ``data_root`` is unused.
-    """
-    del data_root
-    return pcfg.train_pcfg(config, run_dir, device=device, progress=progress)
-
-
-#: ``kind`` -> :class:`ConfigKind`. Tests may register further kinds.
+#: ``kind`` -> :class:`ConfigKind`, from the trainers' registry. Tests may register further kinds.
 CONFIG_KINDS: dict[str, ConfigKind] = {
-    "tvo": ConfigKind(train.RunConfig, train.train, train.load_model),
-    "pcfg": ConfigKind(pcfg.PCFGConfig, _train_pcfg, pcfg.load_model),
+    kind: ConfigKind(config_class, training_kinds.TRAINERS[kind], training_kinds.load_model)
+    for kind, config_class in training_kinds.CONFIG_KINDS.items()
 }
 
 

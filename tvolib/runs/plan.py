@@ -60,7 +60,7 @@ def status(configs: Iterable[Any], results_root: Root = None) -> pd.DataFrame:
         of ``error.txt`` of an unfinished run), ``est_seconds`` and the config's fields.
 
     Example:
-        >>> status(sweeps.fig4_vae("smoke"))["status"].value_counts()  # doctest: +SKIP
+        >>> status(sweeps.fig4_vae_mnist_fashion("smoke"))["status"].value_counts()  # doctest: +SKIP
     """
     rows = []
     for config in unique_configs(configs):

@@ -145,7 +145,7 @@ def config_from_dict(record: Mapping[str, Any]) -> Any:
             dict has a ``"kind"`` key).
 
     Returns:
-        The config, e.g. a :class:`tvolib.train.RunConfig`.
+        The config, e.g. a :class:`tvolib.training.RunConfig`.
     """
     if not isinstance(record, Mapping):
         raise ValueError(f"a config record must be a JSON object, got {type(record).__name__}")

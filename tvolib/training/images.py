@@ -354,7 +354,7 @@ class ImageTask(Task):
         return {f"test_{k}": float(metrics[k]) for k in ("log_px", "elbo", "kl")}
 
     def final_metrics(self, history: list[dict[str, Any]], epochs_done: int) -> dict[str, Any]:
-        final: dict[str, Any] = {}
+        final: dict[str, Any] = {"dataset_label": self.data.label}  # read by the figures, not recomputed
         tested = next((row for row in reversed(history) if "test_log_px" in row), {})
         final.update({k: v for k, v in tested.items() if k.startswith("test_")})
         trained = next((row for row in reversed(history) if "train_elbo" in row), {})
