@@ -205,12 +205,15 @@ class StackRun(Task):
         self.set_rng_state(state["rng"])
 
 
-def _evidence_sums(log_w: Tensor, specs: Sequence[EvidenceSpec]) -> Tensor:
-    """``log_evidence(log_w[k], specs[k]).sum()`` per run, float64 ``(K,)``, one call per distinct spec."""
+def _evidence_sums(log_w: Tensor, specs: Sequence[EvidenceSpec], finite: Sequence[bool] | None = None) -> Tensor:
+    """``log_evidence(log_w[k], specs[k]).sum()`` per run, float64 ``(K,)``, one call per distinct spec;
+    runs not ``finite`` (diverged: NaN log weights) get 0."""
     K, S, B = log_w.shape
     out = torch.zeros(K, dtype=torch.float64, device=log_w.device)
     for spec in dict.fromkeys(specs):
-        idx = [k for k in range(K) if specs[k] == spec]
+        idx = [k for k in range(K) if specs[k] == spec and (finite is None or finite[k])]
+        if not idx:
+            continue
         part = log_w[idx].transpose(0, 1).reshape(S, len(idx) * B)
         out[idx] = log_evidence(part, spec).view(len(idx), B).double().sum(dim=1)
     return out
@@ -281,7 +284,8 @@ class _Stack:
             self.optimiser.step()
             self.optimiser.zero_grad()
             outputs.append(out._replace(loss=out.loss.detach()))
-        means = (self._epoch_sums(outputs) / n).tolist()
+        finite = torch.isfinite(loss_log).all(dim=2).all(dim=0).tolist()  # a diverged run must not stop the others
+        means = (self._epoch_sums(outputs, finite) / n).tolist()
         self.x_epoch = x_epoch
         for k, run in enumerate(runs):
             m = means[k]
@@ -289,7 +293,7 @@ class _Stack:
                    "train_evidence": m[4], "betas": [float(v) for v in betas[k].tolist()]}
             run.results[("epoch", run.done + 1)] = (row, loss_log[:, k])
 
-    def _epoch_sums(self, outputs: list[Any]) -> Tensor:
+    def _epoch_sums(self, outputs: list[Any], finite: list[bool]) -> Tensor:
         """Per run, ImageTask._epoch_sums: float64 ``(K, 5)`` sums of loss, phi_loss (0), ELBO, IWAE-S, evidence."""
         K, specs = len(self.runs), [r.spec for r in self.runs]
         sums = torch.zeros(K, 5, dtype=torch.float64, device=self.device)
@@ -299,7 +303,7 @@ class _Stack:
                 log_w, bsz = out.log_w, out.log_w.shape[2]
                 sums += torch.stack([
                     out.loss.double() * bsz, sums.new_zeros(K), log_w.mean(1).double().sum(1),
-                    (torch.logsumexp(log_w, 1) - log_s).double().sum(1), _evidence_sums(log_w, specs),
+                    (torch.logsumexp(log_w, 1) - log_s).double().sum(1), _evidence_sums(log_w, specs, finite),
                 ], dim=1)
         return sums
 
