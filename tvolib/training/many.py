@@ -10,7 +10,7 @@ the state the single run's global RNG would be in. The shared loop's pieces (``b
 ``check_losses``, ``end_epoch``, ``finish``) run per run, so its folder, checkpoint (the
 single-run format: either trainer resumes the other's), history and divergence are the single
 run's. On the CPU a stacked run equals ``train(config)`` bit for bit when every per-run tensor
-size is a multiple of the vector width (``docs/notes-stack.md``).
+size is a multiple of the CPU vector width (see :mod:`tvolib.stacked.models`).
 """
 from __future__ import annotations
 
@@ -157,7 +157,13 @@ class StackRun(Task):
 
         return {"log_weights": log_weights}
 
+    @property
+    def data(self) -> Any:
+        """The stack's dataset (this run's: runs of a stack share dataset, subset and data seed)."""
+        return self.stack.data
+
     def final_metrics(self, history: list[dict[str, Any]], epochs_done: int) -> dict[str, Any]:
+        """The single run's final metrics (computed from the history and the dataset only)."""
         return ImageTask.final_metrics(self, history, epochs_done)
 
     def trained_state(self) -> Any:
