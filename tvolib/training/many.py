@@ -15,7 +15,6 @@ size is a multiple of the CPU vector width (see :mod:`tvolib.stacked.models`).
 from __future__ import annotations
 
 import json
-import math
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -30,14 +29,15 @@ from tvolib.data import load_dataset
 from tvolib.models import MODELS as MODEL_CLASSES, build_model
 from tvolib.stacked import ScheduleStepError, StackedModel, StepPool, evaluate_stack, step_schedules
 from tvolib.stacked.models import STACKABLE
-from tvolib.stacked.objectives import STACKED_OBJECTIVES, left_points, stacked_loss
+from tvolib.stacked.epoch import initial_evidence, train_epoch
+from tvolib.stacked.objectives import STACKED_OBJECTIVES, left_points
 from tvolib.stacked.optim import StackedAdam
 from tvolib.training.images import SCHEDULE_LOG_WEIGHT_EXAMPLES, ImageTask, RunConfig, build_schedule
 from tvolib.training.kinds import TRAINERS
 from tvolib.training.loop import (RunResult, Task, TrainingDivergedError, begin, check_losses, derived_seed,
                                   end_epoch, evaluates_after, finish, progress_bar)
 from tvolib.training.run_folder import RunFolder
-from tvolib.tvo import EvidenceSpec, log_evidence
+from tvolib.tvo import EvidenceSpec
 
 __all__ = ["PER_RUN_FIELDS", "StackRun", "TrainManyError", "stack_key", "train_many"]
 
@@ -211,20 +211,6 @@ class StackRun(Task):
         self.set_rng_state(state["rng"])
 
 
-def _evidence_sums(log_w: Tensor, specs: Sequence[EvidenceSpec], finite: Sequence[bool] | None = None) -> Tensor:
-    """``log_evidence(log_w[k], specs[k]).sum()`` per run, float64 ``(K,)``, one call per distinct spec;
-    runs not ``finite`` (diverged: NaN log weights) get 0."""
-    K, S, B = log_w.shape
-    out = torch.zeros(K, dtype=torch.float64, device=log_w.device)
-    for spec in dict.fromkeys(specs):
-        idx = [k for k in range(K) if specs[k] == spec and (finite is None or finite[k])]
-        if not idx:
-            continue
-        part = log_w[idx].transpose(0, 1).reshape(S, len(idx) * B)
-        out[idx] = log_evidence(part, spec).view(len(idx), B).double().sum(dim=1)
-    return out
-
-
 class _Stack:
     """The runs of one stack key: the data, the stacked model and optimiser, the batched work."""
 
@@ -270,64 +256,30 @@ class _Stack:
         return torch.stack([self.data.train_epoch(g).to(torch.uint8) for g in generators])
 
     def train_epoch(self) -> None:
-        """One epoch of every run: the single run's epoch body (ImageTask.run_epoch), batched over runs."""
+        """One epoch of every run (:func:`tvolib.stacked.epoch.train_epoch`); each run gets its history row."""
         config, dev, runs = self.config, self.device, self.runs
-        K, S, B, n = len(runs), config.S, config.batch_size, self.data.train.shape[0]
+        n = self.data.train.shape[0]
         betas = [r.schedule.current() for r in runs]
-        points = left_points(betas, device=dev) if config.uses_schedule else None
-        x_epoch = self._binarised([r.generators["data"] for r in runs])
+        x = self._binarised([r.generators["data"] for r in runs])
         perm = torch.stack([torch.randperm(n, generator=r.generators["shuffle"]) for r in runs]).to(dev)
-        n_batches = math.ceil(n / B)
-        loss_log = torch.zeros(n_batches, K, 2, device=dev)
-        rows = torch.arange(K, device=dev)[:, None]
-        outputs = []
-        for b in range(n_batches):  # no host synchronisation in here
-            xb = x_epoch[rows, perm[:, b * B:(b + 1) * B]].to(self.data.train.dtype)
-            noise = self.model.draw_noise([r.noise for r in runs], S, xb.shape[1])
-            out = stacked_loss(config.objective, self.model, xb, S, noise, points)
-            loss_log[b, :, 0] = out.loss.detach()
-            out.loss.sum().backward()
-            self.optimiser.step()
-            self.optimiser.zero_grad()
-            outputs.append(out._replace(loss=out.loss.detach()))
-        finite = torch.isfinite(loss_log).all(dim=2).all(dim=0).tolist()  # a diverged run must not stop the others
-        means = (self._epoch_sums(outputs, finite) / n).tolist()
-        self.x_epoch = x_epoch
-        for k, run in enumerate(runs):
-            m = means[k]
+        loss_log, sums = train_epoch(self.model, self.optimiser, config.objective, x, perm, [r.noise for r in runs],
+                                     S=config.S, batch_size=config.batch_size, specs=[r.spec for r in runs],
+                                     points=left_points(betas, device=dev) if config.uses_schedule else None)
+        self.x_epoch = x
+        for k, (run, m) in enumerate(zip(runs, (sums / n).tolist())):
             row = {"epoch": run.done + 1, "loss": m[0], "train_elbo": m[2], "train_iwae": m[3],
                    "train_evidence": m[4], "betas": [float(v) for v in betas[k].tolist()]}
             run.results[("epoch", run.done + 1)] = (row, loss_log[:, k])
 
-    def _epoch_sums(self, outputs: list[Any], finite: list[bool]) -> Tensor:
-        """Per run, ImageTask._epoch_sums: float64 ``(K, 5)`` sums of loss, phi_loss (0), ELBO, IWAE-S, evidence."""
-        K, specs = len(self.runs), [r.spec for r in self.runs]
-        sums = torch.zeros(K, 5, dtype=torch.float64, device=self.device)
-        log_s = math.log(self.config.S)
-        with torch.no_grad():
-            for out in outputs:
-                log_w, bsz = out.log_w, out.log_w.shape[2]
-                sums += torch.stack([
-                    out.loss.double() * bsz, sums.new_zeros(K), log_w.mean(1).double().sum(1),
-                    (torch.logsumexp(log_w, 1) - log_s).double().sum(1), _evidence_sums(log_w, specs, finite),
-                ], dim=1)
-        return sums
-
-    @torch.no_grad()
     def initial_evidence(self, runs: list[StackRun]) -> None:
         """``L_0`` of each run (ImageTask.initial_evidence, batched): streams seeded for this purpose only."""
-        config, dev = self.config, self.device
-        sub = self._sub(runs)
-        seeds = [r.config.seed for r in runs]
+        dev, seeds = self.device, [r.config.seed for r in runs]
         noise = [torch.Generator(device=dev).manual_seed(derived_seed(s, "initial_evidence")) for s in seeds]
         x = self._binarised([torch.Generator(device=dev).manual_seed(derived_seed(s, "L_0 data")) for s in seeds])
-        total = torch.zeros(len(runs), dtype=torch.float64, device=dev)
-        for xb in x.split(config.batch_size, dim=1):
-            xb = xb.to(self.data.train.dtype)
-            log_p, log_q = sub.log_joint_and_q(xb, config.S, False, sub.draw_noise(noise, config.S, xb.shape[1]))
-            total += _evidence_sums(log_p - log_q, [r.spec for r in runs])
-        for run, value in zip(runs, total.tolist()):
-            run.results["L_0"] = value / x.shape[1]
+        values = initial_evidence(self._sub(runs), x, noise, S=self.config.S, batch_size=self.config.batch_size,
+                                  specs=[r.spec for r in runs])
+        for run, value in zip(runs, values):
+            run.results["L_0"] = value
 
     def evaluate(self, runs: list[StackRun], epochs: list[int]) -> None:
         """Test metrics of each run after its epoch (ImageTask.evaluate, batched: :func:`evaluate_stack`)."""
