@@ -22,8 +22,12 @@ points on one H200).
 and through a :class:`tvolib.stacked.StepPool` of ``--workers`` processes; then the estimated
 bandit share of a K = 64 stack on a ``--host-cores`` host.
 
+``--trainers K ...`` times the trainers end to end: ``train`` (one run) and ``train_many`` with stacks
+of K runs (fp32, eager), from the epoch seconds of their histories.
+
 Run: ``python benchmarks/bench_stack.py --device cuda [--K 1 8 32 128] [--S 10 50] [--tf32] [--bf16]
-[--compile] [--bandit-K 8]``; on a CPU use small sizes, e.g. ``--K 1 4 --S 10 --batch 100 --steps 3``.
+[--compile] [--bandit-K 8] [--trainers 8 32]``; on a CPU use small sizes, e.g. ``--K 1 4 --S 10
+--batch 100 --steps 3 --trainers 4 --n-train 1000``.
 """
 from __future__ import annotations
 
@@ -43,10 +47,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tvolib.bandit import GPBanditSchedule  # noqa: E402
 from tvolib.data import load_dataset  # noqa: E402
 from tvolib.models import build_model  # noqa: E402
-from tvolib.profiles import PROFILES, bandit_rounds  # noqa: E402
+from tvolib.paper.profiles import PROFILES  # noqa: E402
+from tvolib.runs.cost import bandit_rounds  # noqa: E402
 from tvolib.stacked import StackedModel, StepPool, step_schedules  # noqa: E402
 from tvolib.stacked.objectives import left_points, stacked_loss  # noqa: E402
 from tvolib.stacked.optim import StackedAdam  # noqa: E402
+from tvolib.training.images import RunConfig, train  # noqa: E402
+from tvolib.training.many import train_many  # noqa: E402
 from tvolib.tvo import log_uniform  # noqa: E402
 
 
@@ -185,6 +192,32 @@ def _round_inputs(base: list) -> tuple[list, int, list[float]]:
     return [copy.deepcopy(b[0]) for b in base], base[0][1], [b[2] for b in base]
 
 
+# ----- the trainers end to end ------------------------------------------------------------------
+def bench_trainers(Ks: list[int], S_values: list[int], batch: int, epochs: int, n_train: int | None,
+                   data_root: str | None, device: torch.device) -> None:
+    """Run-steps/s of ``train`` (one run) and ``train_many`` (stacks of K) from their history's epoch
+    seconds (a stacked row holds its share of the stack's epoch), after a warm-up epoch; the test
+    evaluation is made negligible (100 points, 10 samples)."""
+    print(f"\n# trainers end to end: {epochs} epochs, batch {batch}, n_train {n_train or 'all'} (first epoch: warm-up)")
+    print(f"{'trainer':>10} {'S':>4} {'K':>5} {'run-steps/s':>12}")
+    for S in S_values:
+        base = RunConfig(n_train=n_train, n_test=100, eval_S=10, batch_size=batch, S=S, d=5, epochs=epochs)
+        single = train(base, None, data_root=data_root, device=device, progress=False)
+        rows = single.history[2:]
+        n_batches = math.ceil(load_dataset(base.dataset, data_root, n_train=n_train, n_test=1).train.shape[0] / batch)
+        print(f"{'train':>10} {S:>4} {1:>5} {n_batches * len(rows) / sum(r['seconds'] for r in rows):12.1f}", flush=True)
+        for K in Ks:
+            try:
+                results = train_many([base.replace(seed=k) for k in range(1, K + 1)], [None] * K, data_root=data_root,
+                                     device=device, progress=False)
+            except torch.OutOfMemoryError:
+                print(f"{'train_many':>10} {S:>4} {K:>5} {'out of memory':>12}")
+                torch.cuda.empty_cache()
+                continue
+            wall = sum(r["seconds"] for res in results for r in res.history[2:])
+            print(f"{'train_many':>10} {S:>4} {K:>5} {K * n_batches * (epochs - 1) / wall:12.1f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -206,6 +239,10 @@ def main() -> None:
     parser.add_argument("--bandit-N", type=int, nargs="+", default=[40, 200])
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--host-cores", type=int, default=16)
+    parser.add_argument("--trainers", type=int, nargs="*", default=None, metavar="K",
+                        help="also time train (one run) and train_many with stacks of these K, end to end")
+    parser.add_argument("--trainer-epochs", type=int, default=3)
+    parser.add_argument("--n-train", type=int, default=None, help="training subset for --trainers (default: all)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -233,6 +270,8 @@ def main() -> None:
             ratio = f"{rate / base:7.2f}" if base else "      -"
             print(f"{S:>4} {K:>5} {rate:12.1f} {ratio}", flush=True)
     print_hours(best, args.steps_per_epoch, args.eval_seconds, args.gpu_hours)
+    if args.trainers:
+        bench_trainers(args.trainers, args.S, args.batch, args.trainer_epochs, args.n_train, args.data_root, device)
     if args.bandit_K:
         bench_bandits(args.bandit_K, args.bandit_d, args.bandit_N, args.workers, args.host_cores, best)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tvolib.evaluate import evaluate
+from tvolib.training.evaluate import evaluate
 from tvolib.stacked.evaluate import evaluate_stack
 from tvolib.stacked.objectives import left_points, stacked_loss
 from tvolib.stacked.optim import StackedAdam

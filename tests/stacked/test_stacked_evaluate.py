@@ -5,8 +5,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-import tvolib.evaluate as single_evaluation
-from tvolib.evaluate import evaluate
+import tvolib.training.evaluate as single_evaluation
+from tvolib.training.evaluate import evaluate
 from tvolib.stacked.evaluate import _AUTO_ELEMENTS, evaluate_stack, sample_chunks
 
 from helpers_stacked import SEEDS, stack_of

@@ -132,6 +132,30 @@ class StackedAdam:
             raise ValueError(f"the parameters of one run must share one step count; got {sorted(steps)}")
         self.steps[k] = steps.pop()
 
+    def run_state_dict(self, k: int, model: LatentVariableModel | None = None) -> dict[str, Any]:
+        """Run ``k``'s state as the ``state_dict()`` of one ``torch.optim.Adam`` over theta, then phi.
+
+        That is the single-run trainer's optimiser (checkpoint format 2): Adam acts elementwise, so
+        it holds exactly the states of the two optimisers of :meth:`run_state_dicts`, renumbered.
+        """
+        theta, phi = self.run_state_dicts(k, model)
+        offset = len(self.stack.generative_names)
+        (group,), (phi_group,) = theta["param_groups"], phi["param_groups"]
+        return {"state": {**theta["state"], **{offset + i: s for i, s in phi["state"].items()}},
+                "param_groups": [dict(group, params=group["params"] + [offset + i for i in phi_group["params"]])]}
+
+    def load_run_state_dict(self, k: int, state: dict[str, Any]) -> None:
+        """Set run ``k``'s state from one ``torch.optim.Adam`` state dict over theta, then phi (:meth:`run_state_dict`)."""
+        groups = state.get("param_groups") if isinstance(state, dict) else None
+        n_theta, n_phi = len(self.stack.generative_names), len(self.stack.inference_names)
+        if not groups or len(groups) != 1 or len(groups[0].get("params", ())) != n_theta + n_phi:
+            raise ValueError(f"state must be one Adam state dict with one parameter group over the run's "
+                             f"{n_theta + n_phi} parameters (theta, then phi)")
+        per_param = state.get("state", {})
+        parts = [{"state": {i: per_param[i] for i in range(n_theta) if i in per_param}},
+                 {"state": {i - n_theta: per_param[i] for i in range(n_theta, n_theta + n_phi) if i in per_param}}]
+        self.load_run_state_dicts(k, parts)
+
     def select(self, runs: Sequence[int], stack: StackedModel) -> "StackedAdam":
         """The optimiser of ``stack = self.stack.select(runs)``: the chosen runs' states, copied."""
         idx = [self.stack._check_run(k) for k in runs]

@@ -37,8 +37,8 @@ from tvolib.schedules import Schedule
 from tvolib.checkpoint import plain
 from tvolib.training.run_folder import RunFolder
 
-__all__ = ["RunResult", "Task", "TrainingDivergedError", "check_losses", "derived_seed", "final_record", "progress_bar",
-           "run"]
+__all__ = ["RunResult", "Task", "TrainingDivergedError", "begin", "check_losses", "derived_seed", "end_epoch",
+           "evaluates_after", "final_record", "finish", "progress_bar", "run", "save_checkpoint"]
 
 _TIMERS = ("eval_seconds", "bandit_seconds")
 
@@ -287,38 +287,80 @@ def run(
         return _run(task, folder, state, progress, checkpoint_every, stop_after, model_out)
 
 
+def _where(folder: RunFolder | None) -> str:
+    return str(folder.path) if folder is not None else "no run_dir"
+
+
+def save_checkpoint(task: Task, folder: RunFolder | None, history: list[dict[str, Any]], timers: dict[str, float],
+                    epoch: int) -> None:
+    """Write the run's checkpoint after ``epoch`` epochs (nothing without a folder)."""
+    if folder is not None:
+        config = task.config
+        folder.save_checkpoint({"digest": config.digest(), "config": config.to_dict(), "epoch": epoch,
+                                **task.state_dict(), "history": plain(history), "timers": dict(timers)})
+
+
+def begin(task: Task, folder: RunFolder | None, state: dict[str, Any] | None, last: int,
+          timers: dict[str, float] | None = None) -> tuple[list[dict[str, Any]], dict[str, float], int]:
+    """Resume from a checkpoint's ``state``, or evaluate the untrained model (history row 0) and tell an
+    evidence-driven schedule ``L_0``; returns ``(history, timers, epochs done)``.
+
+    ``timers`` starts a fresh run's timers (e.g. its share of a batched evaluation). A fresh run
+    that trains no epoch (``last == 0``) still records its epoch-0 evaluation in a checkpoint.
+    """
+    timers = {**dict.fromkeys(_TIMERS, 0.0), **(timers or {})}
+    if state is not None:
+        task.load_state_dict(state)
+        return list(state["history"]), dict(state["timers"]), int(state["epoch"])
+    history = [{"epoch": 0, **_timed(timers, "eval_seconds", task.evaluate, 0)}]
+    if task.schedule.evidence_spec is not None:
+        _timed(timers, "bandit_seconds", lambda: task.schedule.step(0, evidence=task.initial_evidence()))
+    if last == 0:
+        save_checkpoint(task, folder, history, timers, 0)
+    return history, timers, 0
+
+
+def evaluates_after(config: Any, epoch: int) -> bool:
+    """Whether the test metrics are computed after ``epoch``: every ``eval_every`` epochs and after the last."""
+    return epoch == config.epochs or bool(config.eval_every and epoch % config.eval_every == 0)
+
+
+def end_epoch(task: Task, folder: RunFolder | None, row: dict[str, Any], history: list[dict[str, Any]],
+              timers: dict[str, float], *, last: int, checkpoint_every: int) -> None:
+    """After epoch ``row["epoch"]`` is trained and the schedule told: evaluate on cadence (every
+    ``eval_every`` epochs and after the last), append the row, checkpoint on cadence (and after ``last``)."""
+    epoch = row["epoch"]
+    if evaluates_after(task.config, epoch):
+        row.update(_timed(timers, "eval_seconds", task.evaluate, epoch))
+    history.append(row)
+    if epoch % checkpoint_every == 0 or epoch == last:
+        save_checkpoint(task, folder, history, timers, epoch)
+
+
+def finish(task: Task, folder: RunFolder | None, history: list[dict[str, Any]], timers: dict[str, float],
+           epochs_done: int, model_out: bool) -> RunResult:
+    """The :class:`RunResult`; ``model.pt`` written once the run is complete."""
+    final = final_record(task, history, timers, epochs_done)
+    if final["completed"] and model_out and folder is not None:
+        folder.save_model(task.trained_state())
+    return RunResult(config=task.config, history=history, schedule_history=plain(task.schedule.history()),
+                     final=final)
+
+
 def _run(task: Task, folder: RunFolder | None, state: dict[str, Any] | None, progress: bool | None,
          checkpoint_every: int, stop_after: int | None, model_out: bool) -> RunResult:
     config, schedule = task.config, task.schedule
-    where = str(folder.path) if folder is not None else "no run_dir"
-    timers = dict.fromkeys(_TIMERS, 0.0)
-    if state is not None:  # resume
-        task.load_state_dict(state)
-        history, timers, start = list(state["history"]), dict(state["timers"]), int(state["epoch"])
-    else:  # the untrained model: test metrics, and L_0 for an evidence-driven schedule
-        history, start = [{"epoch": 0, **_timed(timers, "eval_seconds", task.evaluate, 0)}], 0
-        if schedule.evidence_spec is not None:
-            _timed(timers, "bandit_seconds", lambda: schedule.step(0, evidence=task.initial_evidence()))
-
-    def save_checkpoint(epoch: int) -> None:
-        if folder is not None:
-            folder.save_checkpoint({"digest": config.digest(), "config": config.to_dict(), "epoch": epoch,
-                                    **task.state_dict(), "history": plain(history), "timers": dict(timers)})
-
     last = config.epochs if stop_after is None else min(config.epochs, stop_after)
+    history, timers, start = begin(task, folder, state, last)
     bar = progress_bar(progress if last > start else False, total=config.epochs, initial=start, unit="epoch",
                        desc=task.label)
     try:
         for epoch in range(start + 1, last + 1):
             betas = schedule.current()
-            row = _train_epoch(task, epoch, betas, history, where)
+            row = _train_epoch(task, epoch, betas, history, _where(folder))
             evidence = row["train_evidence"] if schedule.evidence_spec is not None else None
             _timed(timers, "bandit_seconds", schedule.step, epoch, evidence=evidence, **task.schedule_inputs())
-            if epoch == config.epochs or (config.eval_every and epoch % config.eval_every == 0):
-                row.update(_timed(timers, "eval_seconds", task.evaluate, epoch))
-            history.append(row)
-            if epoch % checkpoint_every == 0 or epoch == last:
-                save_checkpoint(epoch)
+            end_epoch(task, folder, row, history, timers, last=last, checkpoint_every=checkpoint_every)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix({k: round(row[k], 3) for k in task.progress_keys
@@ -327,9 +369,4 @@ def _run(task: Task, folder: RunFolder | None, state: dict[str, Any] | None, pro
     finally:
         if bar is not None:
             bar.close()
-    if state is None and last == 0:  # epochs=0 (or stop_after=0): still record the epoch-0 evaluation
-        save_checkpoint(0)
-    final = final_record(task, history, timers, start)
-    if final["completed"] and model_out and folder is not None:
-        folder.save_model(task.trained_state())
-    return RunResult(config=config, history=history, schedule_history=plain(schedule.history()), final=final)
+    return finish(task, folder, history, timers, start, model_out)
