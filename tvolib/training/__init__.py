@@ -8,11 +8,13 @@
 * :mod:`~tvolib.training.pcfg` and :mod:`~tvolib.training.pcfg_metrics`: the PCFG (:class:`PCFGConfig`,
   :func:`train_pcfg`) and its exact metrics;
 * :mod:`~tvolib.training.evaluate`: test log p(x) by IWAE;
+* :mod:`~tvolib.training.many`: :func:`train_many`, many runs stacked into one batched computation;
 * :mod:`~tvolib.training.kinds`: trainers by config kind and :func:`load_model`.
 """
 from tvolib.training.images import RunConfig, train
 from tvolib.training.kinds import CONFIG_KINDS, TRAINERS, load_model
 from tvolib.training.loop import RunResult, Task, TrainingDivergedError, run
+from tvolib.training.many import TrainManyError, train_many
 from tvolib.training.pcfg import PCFGConfig, train_pcfg
 
 __all__ = [
@@ -22,9 +24,11 @@ __all__ = [
     "RunConfig",
     "RunResult",
     "Task",
+    "TrainManyError",
     "TrainingDivergedError",
     "load_model",
     "run",
     "train",
+    "train_many",
     "train_pcfg",
 ]
