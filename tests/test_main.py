@@ -68,7 +68,7 @@ def test_run_config_status_and_damaged_folder(root, tmp_path, capsys, fake_tvo):
     (["run-config", "{bad_json}"], "is not valid JSON"),
     (["run-config", "{bad_model}"], "model='gan'"),
     (["run-config", "{good}", "--device", "tpu"], "device='tpu' cannot be used"),
-    (["run-config", "{good}", "--results-root", "{a_file}"], "cannot write in"),
+    (["run-config", "{good}", "--results-root", "{a_file}"], "is not writable"),
 ])
 def test_expected_failures_end_in_one_error_line(argv, message, root, tmp_path, capsys, fake_tvo):
     files = {"missing": tmp_path / "absent.json", "bad_json": tmp_path / "bad.json", "bad_model": tmp_path / "gan.json",

@@ -9,7 +9,6 @@ restored from it.
 """
 from __future__ import annotations
 
-import errno
 import os
 import tempfile
 from pathlib import Path
@@ -55,14 +54,14 @@ def check_writable(folder: Path, *, what: str = "run folder", advice: str = "cho
         RunFolderAccessError: naming the folder (also for a path that exists as a file).
     """
     if folder.exists() and not folder.is_dir():
-        raise RunFolderAccessError(errno.ENOTDIR, f"{what} {folder} is a file, not a folder; remove it or {advice}")
+        raise RunFolderAccessError(f"{what} {folder} is a file, not a folder; remove it or {advice}")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-test.", suffix=TMP_SUFFIX, dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise RunFolderAccessError(exc.errno or errno.EACCES, f"{what} {folder} is not writable "
+        raise RunFolderAccessError(f"{what} {folder} is not writable "
                                    f"({exc.strerror or exc}); fix its permissions or {advice}") from exc
 
 
@@ -114,7 +113,7 @@ class RunFolder:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
-            raise RunLockedError(errno.EBUSY, f"run folder {self.path} is in use by another process (lock "
+            raise RunLockedError(f"run folder {self.path} is in use by another process (lock "
                                               f"{lock_path}); wait for it to finish or stop it") from exc
         self._lock_fd = fd
         _HELD[key] = [fd, 1]
