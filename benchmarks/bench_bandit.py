@@ -1,6 +1,6 @@
 """Wall time of one GP-bandit round (MAP fit + GP-UCB acquisition) and its share of training time.
 
-Not a test (no assertions on time). Issue 4's targets: <= 0.5 s per round at N = 1000 observations
+Not a test (no assertions on time). Targets: <= 0.5 s per round at N = 1000 observations
 for d up to 15, and <= 2% of a training run's wall time at d = 15.
 
 **Rounds.** For each d in (2, 5, 10, 15) and N in (50, 200, 1000): a :class:`GPBanditSchedule`

@@ -138,7 +138,7 @@ def test_submitit_local_executor_runs_in_subprocess(root, monkeypatch):
 
 
 def test_submitit_job_requeues_itself_with_same_call():
-    job = runs.SubmititRun({"results_root": "/tmp/x", "train_fn": fake_train})
+    job = runs.SubmititRun({"results_root": "results-x", "train_fn": fake_train})
     c = cfg()
     delayed = job.checkpoint(c)  # what submitit calls on timeout/preemption
     assert delayed.function is job and delayed.args == (c,)
