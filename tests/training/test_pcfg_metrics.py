@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from tvolib.models.pcfg import Derivations, PCFGInferenceNetwork, PCFGModel, enumerate_parses, load_grammar
-from tvolib.training.pcfg_metrics import build_test_set, exact_metrics, rule_kl
+from tvolib.training.pcfg_levels import rule_kl
+from tvolib.training.pcfg_metrics import build_test_set, exact_metrics
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +47,35 @@ def test_exact_metrics_at_the_true_model(grammar):
     assert m1["q_parse_mass"] == pytest.approx(log_q.exp().sum().item(), rel=1e-5)
     assert m1["kl_true_q"] == pytest.approx((pb * (pb.log() - log_q)).sum().item(), rel=1e-5)
     assert m1["kl_true_q"] >= -math.log(m1["q_parse_mass"]) - 1e-6  # log-sum inequality
+
+
+def test_kl_direction_switches_the_rule_kls_and_the_tree_weights(grammar):
+    """``le2019`` is KL(p_true || p_theta): the rule KLs swap arguments, the tree KL weighs by p_true."""
+    from tvolib.training.pcfg_levels import uniform_level
+
+    test = build_test_set(grammar, [grammar.tokenize("stars saw ears")])
+    torch.manual_seed(0)
+    q = PCFGInferenceNetwork(grammar, hidden_dim=8)
+    model = PCFGModel(grammar, init="uniform")
+    paper = exact_metrics(grammar, model, q, test)
+    le2019 = exact_metrics(grammar, model, q, test, "le2019")
+    assert paper["kl_p"] == pytest.approx(uniform_level(grammar, "paper"), rel=1e-6)  # theta in float32
+    assert le2019["kl_p"] == pytest.approx(uniform_level(grammar, "le2019"), rel=1e-6)
+    log_theta = model.log_probs().double()
+    per_nt = rule_kl(grammar, log_theta, grammar.true_log_probs(), "le2019")
+    expansions = torch.as_tensor(grammar.expected_expansions(grammar.true_log_probs().exp()), dtype=torch.float64)
+    assert le2019["kl_p_tree"] == pytest.approx(float((expansions * per_nt).sum()), rel=1e-12)
+    assert le2019["kl_q_true"] == paper["kl_q_true"]  # the posterior KLs do not depend on the direction
+
+
+def test_new_pcfg_options_keep_old_digests_and_are_checked():
+    from tvolib.training import PCFGConfig
+
+    base = PCFGConfig()
+    assert base.digest() == PCFGConfig(kl_direction="paper", derivation_cap="productions").digest()
+    assert base.replace(kl_direction="le2019").digest() != base.digest()
+    assert base.replace(derivation_cap="depth").cap.kind == "depth"
+    with pytest.raises(ValueError, match="kl_direction"):
+        base.replace(kl_direction="forward").validate()
+    with pytest.raises(ValueError, match="derivation_cap"):
+        base.replace(derivation_cap="width").validate()

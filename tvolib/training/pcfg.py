@@ -35,6 +35,7 @@ from torch import Tensor
 
 from tvolib.config import ExperimentConfig, resolve_device
 from tvolib.models.pcfg import (
+    DerivationCap,
     Grammar,
     GrammarError,
     PCFGInferenceNetwork,
@@ -49,6 +50,7 @@ from tvolib.schedules import Schedule
 from tvolib.checkpoint import CorruptFileError, load
 from tvolib.training.fields import bad_field, check_integers, check_positive_numbers, check_seeds
 from tvolib.training.loop import RunResult, Task, derived_seed, run
+from tvolib.training.pcfg_levels import KL_DIRECTIONS
 from tvolib.training.pcfg_metrics import METRICS, build_test_set, exact_metrics
 from tvolib.training.schedule import BANDIT_SCHEDULES, config_digest, make_schedule
 from tvolib.tvo import EvidenceSpec, iwae_bound, log_evidence, riemann_weights, tvo_bound
@@ -68,6 +70,12 @@ __all__ = [
 OBJECTIVES: tuple[str, ...] = ("tvo", "reinforce", "wake-wake", "wake-sleep")
 SCHEDULES: tuple[str, ...] = ("log", "gp_bandit")
 THETA_INITS: tuple[str, ...] = ("normal", "uniform", "true")
+#: ``derivation_cap`` values: at most ``max_productions`` rules, or depth at most :data:`DEPTH_CAP`.
+DERIVATION_CAPS: tuple[str, ...] = ("productions", "depth")
+#: The depth cap of Le et al.'s released code.
+DEPTH_CAP = 50
+#: Fields added after results existed, with their defaults: left out of the digest at the default.
+_LATER_FIELDS: dict[str, Any] = {"kl_direction": "paper", "derivation_cap": "productions"}
 #: Fraction of the epochs averaged in ``final``'s ``*_tail`` values (paper: last 100 of 2000).
 TAIL_FRACTION = 0.05
 
@@ -105,6 +113,8 @@ class PCFGConfig(ExperimentConfig):
     max_parses: int = 10_000
     eval_every: int = 1
     grammar: str = "astronomers"
+    kl_direction: str = "paper"
+    derivation_cap: str = "productions"
     kind: ClassVar[str] = "pcfg"
 
     def __post_init__(self) -> None:
@@ -117,8 +127,21 @@ class PCFGConfig(ExperimentConfig):
             object.__setattr__(self, "d", 1)
 
     def digest(self) -> str:
-        """The results folder's name (:func:`~tvolib.training.schedule.config_digest`)."""
-        return config_digest(self.kind, self.to_dict(), self.objective == "tvo" and self.schedule in BANDIT_SCHEDULES)
+        """The results folder's name (:func:`~tvolib.training.schedule.config_digest`).
+
+        Fields added after results existed (:data:`_LATER_FIELDS`) enter the digest only when they
+        differ from their default, so earlier results keep their names.
+        """
+        fields = {k: v for k, v in self.to_dict().items() if _LATER_FIELDS.get(k, object()) != v}
+        return config_digest(self.kind, fields, self.objective == "tvo" and self.schedule in BANDIT_SCHEDULES)
+
+    @property
+    def cap(self) -> DerivationCap:
+        """The samplers' :class:`~tvolib.models.pcfg.DerivationCap`: ``max_productions`` rules, or
+        depth :data:`DEPTH_CAP` (the cap of Le et al.'s released code) for ``derivation_cap="depth"``."""
+        if self.derivation_cap == "depth":
+            return DerivationCap("depth", DEPTH_CAP)
+        return DerivationCap("productions", self.max_productions)
 
     def validate(self) -> "PCFGConfig":
         """Return ``self`` if every field is acceptable, else raise ``ValueError`` naming the field."""
@@ -140,9 +163,15 @@ class PCFGConfig(ExperimentConfig):
         check_positive_numbers(self, ("lr", "likelihood_scale", "log_beta1"))
         if self.log_beta1 >= 1:
             raise bad("log_beta1", "it must lie in (0, 1)")
-        if 2 * self.train_max_words - 1 > self.max_productions:
+        if self.derivation_cap == "productions" and 2 * self.train_max_words - 1 > self.max_productions:
             raise bad("train_max_words", f"a sentence of that many words needs {2 * self.train_max_words - 1} "
                                          f"productions > max_productions={self.max_productions}")
+        if self.kl_direction not in KL_DIRECTIONS:
+            raise bad("kl_direction", f"choose one of {list(KL_DIRECTIONS)} (paper: KL(p_theta || p_true); "
+                                      "le2019: KL(p_true || p_theta))")
+        if self.derivation_cap not in DERIVATION_CAPS:
+            raise bad("derivation_cap", f"choose one of {list(DERIVATION_CAPS)} (productions: at most "
+                                        f"max_productions rules; depth: at most depth {DEPTH_CAP})")
         if not isinstance(self.grammar, str) or not self.grammar:
             raise bad("grammar", "give a packaged grammar name or a JSON path")
         try:
@@ -209,9 +238,9 @@ def _datasets(config: PCFGConfig, grammar: Grammar) -> tuple[list[tuple[int, ...
     gen = torch.Generator().manual_seed(config.data_seed)
     table = PCFGModel(grammar, init="true").log_prob_table().detach()
     train = sample_sentences(grammar, table, config.n_train, gen, max_words=config.train_max_words,
-                             max_productions=config.max_productions)
+                             derivation_cap=config.cap)
     test = sample_sentences(grammar, table, config.n_test, gen, max_words=config.eval_max_words,
-                            max_productions=config.max_productions)
+                            derivation_cap=config.cap)
     return train, test
 
 
@@ -239,7 +268,7 @@ class PCFGTask(Task):
                      ) -> tuple[Tensor, Tensor, Tensor, Any]:
         """Samples ``z ~ q(z | x)``; ``log w`` and ``log w`` with ``log q`` detached, ``(S, B)``; ``log q``; derivations."""
         B, S = tokens.shape[0], self.config.S
-        derivs, log_q_sampled = self.qnet.sample(tokens, lengths, S, generator, self.config.max_productions)
+        derivs, log_q_sampled = self.qnet.sample(tokens, lengths, S, generator, derivation_cap=self.config.cap)
         rows = torch.arange(B, device=tokens.device).repeat_interleave(S)
         log_q = (self.qnet.log_prob(derivs, tokens, lengths, rows) if wake_phi
                  else log_q_sampled.to(tokens.device).float())
@@ -271,7 +300,7 @@ class PCFGTask(Task):
             loss = loss - (snis * log_q.view(B, S).T).sum(dim=0).mean()
         elif objective in ("tvo", "wake-sleep"):  # sleep-phi: (z, x = yield z) ~ p_theta, B * S pairs
             with torch.no_grad():
-                sleep = self.model.sample(B * S, generator, self.config.max_productions)
+                sleep = self.model.sample(B * S, generator, derivation_cap=self.config.cap)
             rows = torch.arange(len(sleep), device=tokens.device)
             loss = loss - self.qnet.log_prob(sleep, sleep.yields, sleep.yield_len, rows).mean()
             sleep_complete = sleep.complete
@@ -328,7 +357,7 @@ class PCFGTask(Task):
 
     def evaluate(self, epoch: int) -> dict[str, float]:
         """The exact metrics of :func:`~tvolib.training.pcfg_metrics.exact_metrics` (no randomness)."""
-        return exact_metrics(self.grammar, self.model, self.qnet, self.test)
+        return exact_metrics(self.grammar, self.model, self.qnet, self.test, self.config.kl_direction)
 
     def final_metrics(self, history: list[dict[str, Any]], epochs_done: int) -> dict[str, Any]:
         return pcfg_final_metrics(history, self.config.epochs, epochs_done)

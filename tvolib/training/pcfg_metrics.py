@@ -4,9 +4,11 @@ Metrics (exact, no Monte Carlo), in every training-history row where they are ev
 
 * ``kl_p`` = ``(1/|N|) sum_A KL(p_theta(. | A) || p_true(. | A))``: the mean over the grammar's
   non-terminals of the KL between the learned and the true rule distributions (the direction of
-  Fig. 6's label; the average over non-terminals follows Le et al.'s code). Non-terminals with a
+  Fig. 6's label; the average over non-terminals follows Le et al.'s code, which measures the
+  other direction, ``KL(p_true || p_theta)``: ``kl_direction="le2019"``). Non-terminals with a
   single rule contribute 0. Also ``kl_p_tree`` = the KL between the two *tree* distributions,
-  ``sum_A E_theta[#expansions of A] KL_A`` (``inf`` when ``theta`` is super-critical).
+  ``sum_A E_first[#expansions of A] KL_A`` with ``first`` the KL's first argument (``inf`` when
+  ``theta`` is super-critical).
 * ``kl_q_true`` / ``kl_q_theta``: for each test sentence ``x``, ``T(x)`` is its (finite) set of
   parses, enumerated exactly (:func:`tvolib.models.pcfg.enumerate_parses`); the posterior
   ``p(z | x) = p(z) / sum_{T(x)} p`` is exact (the soft likelihood is 1 on every parse, so it is the
@@ -15,7 +17,7 @@ Metrics (exact, no Monte Carlo), in every training-history row where they are ev
   the KL to the soft posterior is intractable. We therefore report the exact
   ``KL(q_phi(z | x, z in T(x)) || p(z | x))`` -- ``q`` renormalised on the parses of ``x`` -- averaged
   over the test sentences, together with ``q_parse_mass`` = mean ``q_phi(T(x) | x)``, the mass
-  that the renormalisation removed (1 for a perfect ``q``). A sentence with a single parse
+  that ``q`` puts on the parses, i.e. what the renormalisation keeps (1 for a perfect ``q``). A sentence with a single parse
   contributes 0 to ``kl_q_*`` whatever ``q`` is, so the two must be read together. ``kl_true_q`` =
   mean exact ``KL(p_true(z | x) || q_phi(z | x))`` (the reverse direction, finite because the true
   posterior lives on ``T(x)``, and charging ``q`` for its off-parse mass: the quantity whose
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from tvolib.training.pcfg_levels import rule_kl
 from tvolib.models.pcfg import (
     Derivations,
     Grammar,
@@ -43,7 +46,7 @@ from tvolib.models.pcfg import (
     enumerate_parses,
 )
 
-__all__ = ["METRICS", "ExactTestSet", "build_test_set", "exact_metrics", "rule_kl"]
+__all__ = ["METRICS", "ExactTestSet", "build_test_set", "exact_metrics"]
 
 #: The Fig. 6 panels' metrics.
 METRICS: tuple[str, ...] = ("kl_p", "kl_q_true", "kl_q_theta")
@@ -94,27 +97,23 @@ def build_test_set(grammar: Grammar, sentences: list[tuple[int, ...]], device: t
     return ExactTestSet(list(sentences), tokens, lengths, parses, torch.tensor(rows, device=device), offsets, log_true)
 
 
-def rule_kl(grammar: Grammar, log_p: Tensor, log_q: Tensor) -> Tensor:
-    """Per non-terminal ``KL(p(. | A) || q(. | A))`` from per-rule log-probabilities: ``(n_nonterminals,)`` float64."""
-    lp, lq = log_p.detach().double().cpu(), log_q.detach().double().cpu()
-    terms = lp.exp() * (lp - lq)
-    return torch.zeros(grammar.n_nonterminals, dtype=torch.float64).index_add_(
-        0, torch.tensor(grammar.rule_lhs), terms)
-
-
 def _segment_kl(log_q: Tensor, log_p_post: Tensor) -> float:
     """KL between two normalised log-distributions on the same finite support (float64)."""
     return float((log_q.exp() * (log_q - log_p_post)).sum())
 
 
 @torch.no_grad()
-def exact_metrics(grammar: Grammar, model: PCFGModel, qnet: PCFGInferenceNetwork, test: ExactTestSet) -> dict[str, float]:
+def exact_metrics(grammar: Grammar, model: PCFGModel, qnet: PCFGInferenceNetwork, test: ExactTestSet,
+                  kl_direction: str = "paper") -> dict[str, float]:
     """The Fig. 6 metrics of the module docstring, exactly (no sampling).
 
     Args:
         grammar: the grammar with the true rule probabilities.
         model: the learned ``p_theta``. qnet: the inference network ``q_phi``.
         test: the test sentences with their parses (:func:`build_test_set`).
+        kl_direction: ``"paper"`` (``kl_p`` = KL(p_theta || p_true), Fig. 6's label) or ``"le2019"``
+            (KL(p_true || p_theta), as Le et al.'s code measures it); see
+            :func:`~tvolib.training.pcfg_levels.rule_kl`.
 
     Returns:
         ``{"kl_p", "kl_p_tree", "kl_q_true", "kl_q_theta", "q_parse_mass", "kl_true_q", "test_log_px",
@@ -126,8 +125,9 @@ def exact_metrics(grammar: Grammar, model: PCFGModel, qnet: PCFGInferenceNetwork
     """
     log_theta = model.log_probs().double().cpu()
     log_true = grammar.true_log_probs()
-    per_nt = rule_kl(grammar, log_theta, log_true)
-    probs = log_theta.exp()
+    per_nt = rule_kl(grammar, log_theta, log_true, kl_direction)
+    # KL between tree distributions: sum_A E_first[#expansions of A] KL_A, "first" the KL's first argument.
+    probs = (log_theta if kl_direction == "paper" else log_true).exp()
     expansions = torch.as_tensor(grammar.expected_expansions(probs), dtype=torch.float64)
     kl_tree = float((expansions * per_nt).sum()) if torch.isfinite(expansions).all() else math.inf
     log_q = qnet.log_prob(test.parses, test.tokens, test.lengths, test.parse_rows).double().cpu()

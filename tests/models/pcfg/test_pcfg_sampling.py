@@ -193,3 +193,17 @@ def test_sample_sentences_conditions_on_length_and_reports_failure(grammar, true
     assert len(sents) == 50 and all(3 <= len(s) <= 5 for s in sents)
     with pytest.raises(RuntimeError, match=r"accepted only 0 of 1 sentences with <= 2 words within the cap"):
         sample_sentences(grammar, true_table, 1, torch.Generator().manual_seed(4), max_words=2, batch=8, max_tries=2)
+
+
+def test_inverse_cdf_never_draws_a_zero_mass_rule_at_u_zero():
+    """``torch.rand`` can return exactly 0: the draw must still be a rule of positive mass."""
+    from tvolib.models.pcfg.sampling import _inverse_cdf
+
+    probs = torch.zeros(3, 12, dtype=torch.float64)
+    probs[0, 9] = 1.0                      # all mass on rule 9
+    probs[1, 4:7] = torch.tensor([0.0, 0.5, 0.5])
+    probs[2, 0:2] = torch.tensor([0.25, 0.75])
+    last = torch.tensor([9, 6, 1])
+    assert _inverse_cdf(probs, torch.zeros(3, dtype=torch.float64), last).tolist() == [9, 5, 0]
+    u = torch.tensor([0.3, 0.5, 0.26], dtype=torch.float64)
+    assert _inverse_cdf(probs, u, last).tolist() == [9, 5, 1]

@@ -192,8 +192,11 @@ def _inverse_cdf(probs: Tensor, u: Tensor, last_rule: Tensor) -> Tensor:
 
     ``probs`` ``(n, R)`` is zero outside each row's allowed rules, so the first index reached has
     positive mass; ``last_rule`` (the row's last allowed index) guards against rounding of the sum.
+    A draw ``u = 0`` (which ``torch.rand`` can return) takes the first index of positive mass, never
+    a zero-mass index before it (``cumsum <= 0`` counts those; for ``u > 0`` it adds nothing).
     """
-    idx = (probs.cumsum(dim=1) < u[:, None]).sum(dim=1)
+    cumulative = probs.cumsum(dim=1)
+    idx = ((cumulative < u[:, None]) | (cumulative <= 0)).sum(dim=1)
     return torch.minimum(idx, last_rule)
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tvolib.models.pcfg import Grammar, load_grammar
-from tvolib.pcfg_levels import (
+from tvolib.training.pcfg_levels import (
     length_cut_ml,
     length_cut_ml_floor,
     length_cut_sentences,
