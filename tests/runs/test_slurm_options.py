@@ -130,6 +130,9 @@ def _chained() -> str:
 @pytest.mark.parametrize("text, headline", [
     (_traceback(FileNotFoundError("dataset 'mnist' not found under data root /x. Expected files:\n  - /x/a")),
      "FileNotFoundError: dataset 'mnist' not found under data root /x. Expected files:"),
+    (_traceback(runs.RunFailedError({"vae-1": "x.y: z"})), "RunFailedError: 1 run(s) failed:"),  # module path dropped
+    ("Traceback (most recent call last):\n  File \"a.py\", line 1\nsubmitit.core.utils.UncompletedJobError\n",
+     "UncompletedJobError"),
     (_chained(), "ValueError: no config"),
     (_traceback(KeyboardInterrupt()), "KeyboardInterrupt"),
     ("Slurm state FAILED (log: /x/1_0_0_log.err)\n", "Slurm state FAILED (log: /x/1_0_0_log.err)"),
