@@ -72,6 +72,8 @@ JOB_ENV = {"TVOLIB_SLURM_CPUS": "1", "TVOLIB_SLURM_MEM_GB": "1", "TVOLIB_SLURM_T
            "TVOLIB_SLURM_ARRAY_PARALLELISM": "2", "TVOLIB_SLURM_POLL_S": "0.5"}
 #: Job name of the time-limited run (the other tests' queries leave it out).
 TIME_LIMIT_JOB = "tvolib-test-timelimit"
+#: Job name of the failing run.
+FAILING_JOB = "tvolib-test-fail"
 #: Seconds of training the time-limited run needs: more than its first job gets. With a 1-minute limit
 #: and ``slurm_signal_delay_s=5`` Slurm sends the warning signal 25-55 s after the start (it checks
 #: every 30 s), after a few seconds of start-up; 4 requeues leave room for a slower machine.
@@ -272,25 +274,47 @@ def time_limited_sweep(tmp_path_factory: pytest.TempPathFactory,
     thread.join()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def failing_sweep(time_limited_sweep: Any, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[tuple[Any, Path, subprocess.Popen, Path, Path]]:
+    """A run whose data root does not exist, started after the time-limited one (a short job)."""
+    folder = tmp_path_factory.mktemp("failing")
+    config, bad_root = sweeps.figure_configs("fig1", "smoke")[0], folder / "no-data-here"
+    proc, log = _start_sweep(folder, [config], bad_root, _sweep_options(FAILING_JOB), "sweep")
+    yield config, folder / "results", proc, log, bad_root
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    _scancel(FAILING_JOB)
+
+
 # --------------------------------------------------------------------------------------------
 # Tests
 # --------------------------------------------------------------------------------------------
 
-def test_figure_sweep_on_slurm_matches_local_executor(tmp_path: Path, data_root: Path) -> None:
-    """`python -m tvolib run fig6 --executor slurm`: one throttled job array, a quiet console (the
-    plan, one line per array, its progress bar), the local executor's numbers."""
+def test_table_sweep_on_slurm_matches_local_executor(tmp_path: Path, data_root: Path) -> None:
+    """`python -m tvolib run table_permutation --executor slurm`: one job array throttled to one task
+    at a time, a quiet console (the plan, one line per array, its progress bar), the local
+    executor's numbers, and ``sacct`` never called (a stand-in on ``PATH`` records any call)."""
     assert subprocess.run(["sacct", "-n"], capture_output=True, timeout=30).returncode != 0, (
         "sacct answers on this cluster: these tests must run without accounting (scripts/slurm-local.sh)")
-    configs = sweeps.figure_configs("fig6", "smoke")
-    root, log = tmp_path / "slurm", tmp_path / "console.log"
-    env = {**os.environ, **JOB_ENV, "TVOLIB_DOWNLOAD": "0"}
-    command = [sys.executable, "-m", "tvolib", "run", "fig6", "--profile", "smoke", "--executor", "slurm",
-               "--results-root", str(root), "--data-root", str(data_root)]
+    configs = sweeps.figure_configs("table_permutation", "smoke")
+    root, log, sacct_calls = tmp_path / "slurm", tmp_path / "console.log", tmp_path / "sacct_calls"
+    spy = tmp_path / "bin" / "sacct"
+    spy.parent.mkdir()
+    spy.write_text(f'#!/bin/sh\necho "$@" >> {sacct_calls}\nexit 1\n')
+    spy.chmod(0o755)
+    env = {**os.environ, **JOB_ENV, "TVOLIB_SLURM_ARRAY_PARALLELISM": "1", "TVOLIB_DOWNLOAD": "0",
+           "PATH": f"{spy.parent}{os.pathsep}{os.environ['PATH']}"}
+    command = [sys.executable, "-m", "tvolib", "run", "table_permutation", "--profile", "smoke",
+               "--executor", "slurm", "--results-root", str(root), "--data-root", str(data_root)]
     with log.open("w") as out:
         proc = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
-    thread, polls = _while_running(proc, lambda: _queue(exclude=TIME_LIMIT_JOB))
+    thread, polls = _while_running(proc, lambda: [
+        {**row, "throttle": _throttle(row["array_job"]) if row["state"] == "PENDING" else None}
+        for row in _queue(exclude=TIME_LIMIT_JOB) if row["name"] == "tvolib"])
     _local_reference(configs, tmp_path / "local", data_root)  # while the sweep runs
-    code = _finish(proc, log, 240, "the fig6 sweep", "tvolib")
+    code = _finish(proc, log, 240, "the table_permutation sweep", "tvolib")
     thread.join()
     console = log.read_text(errors="replace")
     assert code == 0, console[-3000:]
@@ -300,14 +324,14 @@ def test_figure_sweep_on_slurm_matches_local_executor(tmp_path: Path, data_root:
     seen = [row for rows in polls for row in rows]
     arrays = {row["array_job"] for row in seen}
     assert len(arrays) == 1, f"expected the sweep's {len(configs)} runs as one job array, squeue showed {arrays}"
-    running = max(sum(row["state"] == "RUNNING" for row in rows) for rows in polls)
-    assert running <= JOB["array_parallelism"]
-    throttles = {_throttle(row["array_job"]) for row in seen if row["state"] == "PENDING"}
-    assert throttles <= {JOB["array_parallelism"]}, f"array throttle (%N) seen: {throttles}"
+    assert max(sum(row["state"] == "RUNNING" for row in rows) for rows in polls) <= 1
+    throttles = {row["throttle"] for row in seen if row["state"] == "PENDING"}
+    assert throttles == {1}, f"array throttle (%N) seen while a task waited: {throttles}"
     lines = [line for line in console.replace("\r", "\n").splitlines() if line.strip()]
     noise = [line for line in lines if re.search(r"sacct|Bypassing|accounting storage|WARNING", line)]
     assert not noise, f"the console shows {len(noise)} lines of submitit/sacct warnings, e.g. {noise[:2]}"
-    assert sum("submitted 5 run(s) as Slurm array" in line for line in lines) == 1, console
+    assert sum(f"submitted {len(configs)} run(s) as Slurm array" in line for line in lines) == 1, console
+    assert not sacct_calls.exists(), f"sacct was called: {sacct_calls.read_text()}"
 
 
 def test_cancelled_job_resumes_from_its_checkpoint(tmp_path: Path, data_root: Path) -> None:
@@ -339,25 +363,22 @@ def test_cancelled_job_resumes_from_its_checkpoint(tmp_path: Path, data_root: Pa
     _assert_same_numbers([config], root, tmp_path / "local")
 
 
-def test_failed_job_shows_its_error_and_log(tmp_path: Path) -> None:
+def test_failed_job_shows_its_error_and_log(failing_sweep: tuple[Any, Path, subprocess.Popen, Path, Path]) -> None:
     """A run whose data root does not exist: the sweep's summary gives the exception's first line and
     the job's log (which holds the traceback); ``status`` (Python and command line) shows that line."""
-    config, name = sweeps.figure_configs("fig1", "smoke")[0], "tvolib-test-fail"
-    bad_root = tmp_path / "no-data-here"
-    proc, log = _start_sweep(tmp_path, [config], bad_root, _sweep_options(name), "sweep")
-    assert _finish(proc, log, 180, "the failing sweep", name) != 0
+    config, root, proc, log, bad_root = failing_sweep
+    assert _finish(proc, log, 180, "the failing sweep", FAILING_JOB) != 0
     summary = log.read_text(errors="replace")
     headline = f"DatasetNotFoundError: dataset 'mnist' not found under data root {bad_root}"
     found = re.search(rf"{runs.config_digest(config)}: {re.escape(headline)}.* \(log: (\S+)\)$", summary, re.M)
     assert found, f"the summary lacks '<run>: {headline}... (log: <path>)':\n{_tail(log)}"
     assert "DatasetNotFoundError" in Path(found.group(1)).read_text(errors="replace"), found.group(1)
 
-    row = _status_row(config, tmp_path / "results")
+    row = _status_row(config, root)
     assert row["status"] not in ("done", "missing"), row
     assert row["error"].startswith(headline), row["error"]
     cli = subprocess.run([sys.executable, "-m", "tvolib", "status", "fig1", "--profile", "smoke",
-                          "--results-root", str(tmp_path / "results")],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+                          "--results-root", str(root)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert headline in cli.stdout, cli.stdout + cli.stderr
 
 
