@@ -76,7 +76,7 @@ TIME_LIMIT_JOB = "tvolib-test-timelimit"
 FAILING_JOB = "tvolib-test-fail"
 #: Seconds of training the time-limited run needs: more than its first job gets. With a 1-minute limit
 #: and ``slurm_signal_delay_s=5`` Slurm sends the warning signal 25-55 s after the start (it checks
-#: every 30 s), after a few seconds of start-up; 4 requeues leave room for a slower machine.
+#: every 30 s), after a few seconds of start-up; 8 requeues leave room for a slower machine.
 TIME_LIMIT_WORK_S = 60.0
 #: Seconds the runner may take to notice a cancelled job: far less than ``wait_for_jobs``'s
 #: ``lost_after_s`` (60 s), since ``squeue -t all`` shows the CANCELLED state at once.
@@ -258,7 +258,7 @@ def time_limited_sweep(tmp_path_factory: pytest.TempPathFactory,
     with the epochs of its checkpoint sampled every half second."""
     folder = tmp_path_factory.mktemp("timelimit")
     config = _sbn_run(_epochs_lasting(TIME_LIMIT_WORK_S, data_root))
-    options = _sweep_options(TIME_LIMIT_JOB, timeout_min=1, max_requeues=4)
+    options = _sweep_options(TIME_LIMIT_JOB, timeout_min=1, max_requeues=8)
     options["executor_options"]["slurm_signal_delay_s"] = 5
     proc, log = _start_sweep(folder, [config], data_root, options, "sweep")
     thread, epochs = _while_running(proc, lambda: _checkpoint_epoch(runs.run_dir(config, folder / "results")))
