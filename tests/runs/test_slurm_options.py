@@ -6,6 +6,7 @@ import os
 import pickle
 import stat
 import time
+import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +16,8 @@ import submitit
 from fake_trainer import cfg, root, run  # noqa: F401 - root is a fixture
 from tvolib import runs
 from tvolib.runs.slurm import (
-    SLURM_ENV, JobState, SlurmOptions, job_state, parse_sbatch_flags, quiet_sacct, squeue_states, wait_for_jobs,
+    SLURM_ENV, JobState, SlurmOptions, error_headline, job_state, parse_sbatch_flags, quiet_sacct, squeue_states,
+    wait_for_jobs,
 )
 
 
@@ -32,11 +34,15 @@ def test_options_from_defaults_environment_and_overrides(clean_env):
     clean_env.setenv("TVOLIB_SLURM_GPUS", "1")
     clean_env.setenv("TVOLIB_SLURM_TIMEOUT_MIN", "90")
     clean_env.setenv("TVOLIB_SLURM_EXTRA", "--qos=high --exclusive")
+    clean_env.setenv("TVOLIB_SLURM_MAX_REQUEUES", "4")
+    clean_env.setenv("TVOLIB_SLURM_POLL_S", "2.5")
     opts = SlurmOptions.from_env(cpus_per_task=8, partition=None, timeout_min=30)
     assert (opts.partition, opts.gpus_per_task, opts.cpus_per_task, opts.timeout_min) == ("gpu", 1, 8, 30)
+    assert (opts.max_requeues, opts.poll_s) == (4, 2.5)
     params = opts.to_submitit()
     assert params["slurm_partition"] == "gpu" and params["gpus_per_node"] == 1 and params["timeout_min"] == 30
     assert params["slurm_additional_parameters"] == {"qos": "high", "exclusive": True}
+    assert "max_requeues" not in str(params) and "poll" not in str(params)  # not update_parameters' to take
     assert runs.slurm_parameters(timeout_min=5)["timeout_min"] == 5
 
 
@@ -45,6 +51,8 @@ def test_options_from_defaults_environment_and_overrides(clean_env):
     ("TVOLIB_SLURM_MEM_GB", "lots", r"\$TVOLIB_SLURM_MEM_GB must be a float"),
     ("TVOLIB_SLURM_ARRAY_PARALLELISM", "0", "array_parallelism must be an int >= 1, got 0"),
     ("TVOLIB_SLURM_EXTRA", "qos=high", "extra sbatch flags must look like '--key=value'"),
+    ("TVOLIB_SLURM_MAX_REQUEUES", "-1", "max_requeues must be an int >= 0, got -1"),
+    ("TVOLIB_SLURM_POLL_S", "0", "poll_s must be a positive number, got 0.0"),
 ])
 def test_bad_options_name_the_variable(clean_env, env, value, message):
     clean_env.setenv(env, value)
@@ -76,17 +84,21 @@ def test_one_array_per_sweep_with_the_options(root, clean_env, tmp_path):
     configs = [cfg(seed=s) for s in range(5)]
     with pytest.raises(runs.RunFailedError, match="5 run.s. failed") as info:
         run(configs, root, executor="slurm", slurm={"partition": "debug", "array_parallelism": 2,
-                                                    "extra": "--qos=high", "timeout_min": 3})
+                                                    "extra": "--qos=high", "timeout_min": 3, "max_requeues": 7,
+                                                    "poll_s": 0.01})
     assert len((bin_dir / "sbatch_calls").read_text().splitlines()) == 1  # one sbatch: one array
+    for submitted in (root / "submitit").glob("4242_*_submitted.pkl"):  # requeues left on timeout, per task
+        with open(submitted, "rb") as f:
+            assert pickle.load(f)._timeout_countdown == 7
     script = (root / "submitit" / "4242_submission.sh").read_text()
     for line in ("#SBATCH --array=0-4%2", "#SBATCH --partition=debug", "#SBATCH --qos=high", "#SBATCH --time=3",
                  "#SBATCH --signal=USR2@90"):
         assert line in script
     logs = {f"Slurm state FAILED (log: {root / 'submitit'}/4242_{i}_0_log.err)" for i in range(5)}
     assert set(info.value.failures.values()) == logs
-    status = runs.status(configs, root)  # the failure is visible in status, with the job and its state
+    status = runs.status(configs, root)  # the failure is visible in status, with its state and log
     assert status["status"].tolist() == ["partial"] * 5
-    assert all(e.startswith("slurm job 4242_") and "failed: Slurm state FAILED (log: " in e for e in status["error"])
+    assert set(status["error"]) == logs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,6 +110,38 @@ def _write_result(path: Path, outcome) -> None:
         pickle.dump(outcome, f)
 
 
+def _traceback(error: BaseException) -> str:
+    try:
+        raise error
+    except BaseException:  # noqa: BLE001 - formatted as submitit and run_one do
+        return traceback.format_exc()
+
+
+def _chained() -> str:
+    try:
+        try:
+            {}["x"]
+        except KeyError as e:
+            raise ValueError("no config\n  details on a second line") from e
+    except ValueError:
+        return traceback.format_exc()
+
+
+@pytest.mark.parametrize("text, headline", [
+    (_traceback(FileNotFoundError("dataset 'mnist' not found under data root /x. Expected files:\n  - /x/a")),
+     "FileNotFoundError: dataset 'mnist' not found under data root /x. Expected files:"),
+    (_traceback(runs.RunFailedError({"vae-1": "x.y: z"})), "RunFailedError: 1 run(s) failed:"),  # module path dropped
+    ("Traceback (most recent call last):\n  File \"a.py\", line 1\nsubmitit.core.utils.UncompletedJobError\n",
+     "UncompletedJobError"),
+    (_chained(), "ValueError: no config"),
+    (_traceback(KeyboardInterrupt()), "KeyboardInterrupt"),
+    ("Slurm state FAILED (log: /x/1_0_0_log.err)\n", "Slurm state FAILED (log: /x/1_0_0_log.err)"),
+    ("", "failed"),
+])
+def test_error_headline_is_the_exceptions_first_line(text, headline):
+    assert error_headline(text) == headline
+
+
 def test_job_state_from_files_and_queue(root, tmp_path):
     c = cfg()
     result = tmp_path / "4242_0_0_result.pkl"
@@ -105,16 +149,18 @@ def test_job_state_from_files_and_queue(root, tmp_path):
     assert job_state(c, root, result, "PENDING", started) == JobState("pending", "PENDING")
     assert job_state(c, root, result, "RUNNING", started) == JobState("running", "RUNNING")
     assert job_state(c, root, result, None, started).state == "lost"
-    assert job_state(c, root, result, "TIMEOUT", started) == JobState("failed", "Slurm state TIMEOUT")
+    assert job_state(c, root, result, "COMPLETED", started).state == "lost"  # its result file may lag
+    for ended in ("TIMEOUT", "CANCELLED", "FAILED", "OUT_OF_MEMORY"):  # squeue -t all: known at once
+        assert job_state(c, root, result, ended, started) == JobState("failed", f"Slurm state {ended}")
     folder = runs.run_dir(c, root)
     folder.mkdir(parents=True)
-    (folder / "error.txt").write_text("Traceback ...\nValueError: bad data root\n")
+    (folder / "error.txt").write_text(_traceback(ValueError("bad data root\nsecond line")))
     os.utime(folder / "error.txt", (started - 100, started - 100))  # from an earlier attempt: ignored
     assert job_state(c, root, result, None, started).state == "lost"
     os.utime(folder / "error.txt", None)
     assert job_state(c, root, result, "RUNNING", started).state == "running"  # requeued: still going
     assert job_state(c, root, result, None, started) == JobState("failed", "ValueError: bad data root")
-    _write_result(result, ("error", "Traceback ...\nRuntimeError: diverged"))
+    _write_result(result, ("error", _traceback(RuntimeError("diverged\nat epoch 3"))))
     assert job_state(c, root, result, None, started) == JobState("failed", "RuntimeError: diverged")
     run([c], root)
     assert job_state(c, root, result, None, started) == JobState("done")
@@ -125,10 +171,11 @@ def test_job_state_from_files_and_queue(root, tmp_path):
 
 def test_squeue_parsing():
     def fake(cmd, **kw):
-        assert cmd[:5] == ["squeue", "-h", "-r", "-o", "%i %T"] and cmd[-1] == "17,42"
-        return SimpleNamespace(returncode=0, stdout="42_0 RUNNING\n42_1 PENDING\n17_3 COMPLETING\n\n")
+        assert cmd[:7] == ["squeue", "-h", "-r", "-t", "all", "-o", "%i %T"] and cmd[-1] == "17,42"
+        return SimpleNamespace(returncode=0, stdout="42_0 RUNNING\n42_1 CANCELLED+\n17_3 COMPLETING\n\n")
 
-    assert squeue_states(["42_0", "42_1", "17_3"], run=fake) == {"42_0": "RUNNING", "42_1": "PENDING", "17_3": "COMPLETING"}
+    assert squeue_states(["42_0", "42_1", "17_3"], run=fake) == {"42_0": "RUNNING", "42_1": "CANCELLED",
+                                                                 "17_3": "COMPLETING"}
     assert squeue_states(["42_0"], run=lambda cmd, **kw: SimpleNamespace(returncode=1, stdout="")) == {}
     assert squeue_states([]) == {}
 

@@ -6,8 +6,9 @@ Executors (argument ``executor``, else ``$TVOLIB_EXECUTOR``, else ``"local"``):
   processes (default ``$TVOLIB_MAX_WORKERS`` or the CPU count); with one worker (or one run) the
   runs execute in this process, which is simpler to debug.
 - ``slurm``: one submitit job array per sweep; every task is a :class:`SubmititRun`, which submitit
-  requeues on timeout or preemption and which then resumes from the run's checkpoint. Options:
-  :class:`tvolib.runs.slurm.SlurmOptions`; job state is read without ``sacct``.
+  requeues on preemption and on timeout (at most ``max_requeues`` times) and which then resumes from
+  the run's checkpoint. Options: :class:`tvolib.runs.slurm.SlurmOptions`; job state is read
+  without ``sacct``; a failed job's error (first line) and log path end the run's ``error.txt``.
 - ``submitit-local`` / ``debug``: the same submitit path with submitit's local (subprocesses) or
   debug (in process) executors, to test it without a cluster.
 
@@ -148,15 +149,20 @@ class SubmititRun(submitit.helpers.Checkpointable):
         return run_one(config, **self.options)
 
 
-def _record_failure(config: Any, root: Path, message: str) -> None:
-    """Write ``error.txt`` for a job that died without writing one, so that ``status`` shows it."""
+def _record_failure(config: Any, root: Path, detail: str) -> None:
+    """End the run's ``error.txt`` with ``detail`` (the error's first line and the job's log), after the
+    traceback the job wrote there, or alone for a job that died without one, so that ``status`` shows it."""
     error = run_dir(config, root) / ERROR_FILE
-    if not error.parent.is_file() and not error.exists():
-        atomic_write(error, lambda f: f.write(message + "\n"), "w")
+    if error.parent.is_file():
+        return
+    with contextlib.suppress(OSError):
+        previous = error.read_text(errors="replace") if error.is_file() else ""
+        text = f"{previous.rstrip()}\n{detail}\n" if previous.strip() else f"{detail}\n"
+        atomic_write(error, lambda f: f.write(text), "w")
 
 
 def _wait_slurm(jobs: Sequence[Any], todo: Sequence[Any], root: Path, submitted_at: float,
-                progress: bool) -> dict[str, str]:
+                progress: bool, poll_s: float) -> dict[str, str]:
     """Wait for a Slurm array, reading state from files and squeue (never sacct)."""
     by_job = {job.job_id: config for job, config in zip(jobs, todo)}
     failures: dict[str, str] = {}
@@ -166,10 +172,10 @@ def _wait_slurm(jobs: Sequence[Any], todo: Sequence[Any], root: Path, submitted_
             if state.state == "failed":
                 config = by_job[job_id]
                 failures[config_digest(config)] = state.detail
-                _record_failure(config, root, f"slurm job {job_id} failed: {state.detail}")
+                _record_failure(config, root, state.detail)
             bar.update(1)
 
-        wait_for_jobs(jobs, todo, root, submitted_at=submitted_at, on_finished=finished)
+        wait_for_jobs(jobs, todo, root, submitted_at=submitted_at, poll_s=poll_s, on_finished=finished)
     return failures
 
 
@@ -191,7 +197,8 @@ def _run_submitit(todo: Sequence[Any], options: dict[str, Any], executor: str, r
     cluster = {"slurm": "slurm", "submitit-local": "local", "debug": "debug"}[executor]
     folder = Path(slurm.log_folder) if slurm.log_folder else root / "submitit"
     with quiet_sacct():
-        ex = submitit.AutoExecutor(folder=folder, cluster=cluster)
+        requeues = {"slurm_max_num_timeout": slurm.max_requeues} if cluster == "slurm" else {}
+        ex = submitit.AutoExecutor(folder=folder, cluster=cluster, **requeues)
         base = slurm.to_submitit() if cluster == "slurm" else {"name": "tvolib", "timeout_min": 60}
         ex.update_parameters(**{**base, **executor_options})
         submitted_at = time.time() - 1.0
@@ -201,7 +208,7 @@ def _run_submitit(todo: Sequence[Any], options: dict[str, Any], executor: str, r
         if progress:
             print(f"[tvolib] submitted {len(jobs)} run(s) as Slurm array {jobs[0].job_id.split('_')[0]} "
                   f"(at most {slurm.array_parallelism} at once); logs in {folder}", flush=True)
-        return _wait_slurm(jobs, todo, root, submitted_at, progress)
+        return _wait_slurm(jobs, todo, root, submitted_at, progress, slurm.poll_s)
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 One sweep is one job array (``slurm_array_parallelism`` tasks at a time). A job's state is read
 from the run folder (a verified ``final.json``: done; a fresh ``error.txt``: failed), from
-submitit's result file (success or the traceback), and from ``squeue`` (pending/running), never from
-``sacct``, which answers ``UNKNOWN`` on clusters without accounting.
+submitit's result file (success or the traceback), and from ``squeue -t all`` (pending, running, or
+ended as CANCELLED/TIMEOUT/FAILED/...), never from ``sacct``, which answers ``UNKNOWN`` on clusters
+without accounting.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import contextlib
 import logging
 import os
 import pickle
+import re
 import shlex
 import subprocess
 import time
@@ -22,7 +24,7 @@ from tvolib.runs.store import ERROR_FILE, PROBLEMS, inspect_run, run_dir
 
 __all__ = [
     "SlurmOptions", "SLURM_ENV", "parse_sbatch_flags", "slurm_parameters",
-    "JobState", "job_state", "squeue_states", "wait_for_jobs", "quiet_sacct",
+    "JobState", "error_headline", "job_state", "squeue_states", "wait_for_jobs", "quiet_sacct",
 ]
 
 #: SlurmOptions field -> environment variable that sets it.
@@ -36,12 +38,18 @@ SLURM_ENV: dict[str, str] = {
     "account": "TVOLIB_SLURM_ACCOUNT",
     "extra": "TVOLIB_SLURM_EXTRA",
     "log_folder": "TVOLIB_SLURM_LOGS",
+    "max_requeues": "TVOLIB_SLURM_MAX_REQUEUES",
+    "poll_s": "TVOLIB_SLURM_POLL_S",
 }
 
 _CASTS: dict[str, type] = {"timeout_min": int, "mem_gb": float, "cpus_per_task": int, "gpus_per_task": int,
-                           "array_parallelism": int}
+                           "array_parallelism": int, "max_requeues": int, "poll_s": float}
 _RUNNING = {"RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING", "RESIZING"}
 _PENDING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED", "PREEMPTED", "RESV_DEL_HOLD"}
+#: ``package.module.`` before an exception's class name in a traceback's last line.
+_MODULE_PATH = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*(?::|$))")
+#: Ended without an error of its own: the result file should follow (shared file systems may lag).
+_COMPLETED = {"COMPLETED"}
 
 
 def parse_sbatch_flags(text: str) -> dict[str, Any]:
@@ -73,6 +81,9 @@ class SlurmOptions:
         account: ``--account``.
         extra: further ``sbatch`` flags, e.g. ``"--qos=high --constraint=v100"``.
         log_folder: submitit's folder (job scripts, logs, results); default ``<results>/submitit``.
+        max_requeues: how often submitit requeues a job that reaches its time limit (preemptions do
+            not count); a run can thus span ``max_requeues + 1`` time limits.
+        poll_s: seconds between two looks at ``squeue`` and the run folders while waiting.
     """
 
     partition: str | None = None
@@ -84,14 +95,19 @@ class SlurmOptions:
     account: str | None = None
     extra: str = ""
     log_folder: str | None = None
+    max_requeues: int = 10
+    poll_s: float = 15.0
 
     def __post_init__(self) -> None:
-        for name, low in (("timeout_min", 1), ("cpus_per_task", 1), ("gpus_per_task", 0), ("array_parallelism", 1)):
+        for name, low in (("timeout_min", 1), ("cpus_per_task", 1), ("gpus_per_task", 0), ("array_parallelism", 1),
+                          ("max_requeues", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"Slurm option {name} must be an int >= {low}, got {value!r}")
-        if isinstance(self.mem_gb, bool) or not isinstance(self.mem_gb, (int, float)) or not self.mem_gb > 0:
-            raise ValueError(f"Slurm option mem_gb must be a positive number, got {self.mem_gb!r}")
+        for name in ("mem_gb", "poll_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"Slurm option {name} must be a positive number, got {value!r}")
         parse_sbatch_flags(self.extra)
 
     @classmethod
@@ -114,7 +130,8 @@ class SlurmOptions:
         return replace(cls(), **values)
 
     def to_submitit(self) -> dict[str, Any]:
-        """The parameters of ``submitit.AutoExecutor.update_parameters``."""
+        """The parameters of ``submitit.AutoExecutor.update_parameters`` (``max_requeues`` is not one:
+        it goes to the executor's constructor as ``slurm_max_num_timeout``)."""
         params: dict[str, Any] = {
             "name": "tvolib", "timeout_min": self.timeout_min, "mem_gb": self.mem_gb,
             "cpus_per_task": self.cpus_per_task, "gpus_per_node": self.gpus_per_task,
@@ -149,6 +166,25 @@ class JobState:
     detail: str = ""
 
 
+def error_headline(text: str) -> str:
+    """The exception's first line (``"ValueError: bad input"``) from a formatted traceback.
+
+    The header of the last ``Traceback (most recent call last):`` block is its first unindented line
+    (frames are indented; a multi-line message follows its first line), given without the module
+    path of the exception's class (``DatasetNotFoundError``, not ``tvolib.data.files.DatasetNotFoundError``).
+    Text without a traceback gives its first line; empty text gives ``"failed"``.
+    """
+    lines = text.strip().splitlines()
+    if not lines:
+        return "failed"
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    if starts:
+        for line in lines[starts[-1] + 1:]:
+            if line.strip() and not line[0].isspace():
+                return _MODULE_PATH.sub("", line.strip())
+    return lines[0].strip()
+
+
 def _read_result(path: Path) -> tuple[str, Any] | None:
     try:
         with open(path, "rb") as f:
@@ -166,11 +202,13 @@ def job_state(config: Any, results_root: str | os.PathLike[str], result_file: Pa
         config: the task's run config.
         results_root: the results folder.
         result_file: submitit's result pickle of the task (``("success", x)`` or ``("error", tb)``).
-        queue_state: the task's ``squeue`` state, ``None`` when it is not in the queue.
+        queue_state: the task's ``squeue -t all`` state, ``None`` when it is not in the queue.
         submitted_at: submission time (``time.time()``); older ``error.txt`` files are ignored.
 
     Returns:
-        A :class:`JobState`.
+        A :class:`JobState`; a failure's detail is the exception's first line (:func:`error_headline`)
+        or the Slurm state it ended in (e.g. ``"Slurm state CANCELLED"``). A task that ``COMPLETED``
+        without a result yet, or left the queue, is ``"lost"``.
     """
     run = inspect_run(config, results_root)
     if run.status == "done":
@@ -179,31 +217,33 @@ def job_state(config: Any, results_root: str | os.PathLike[str], result_file: Pa
         return JobState("failed", f"run folder {run.status}: {run.reason}")
     outcome = _read_result(result_file)
     if outcome is not None and outcome[0] == "error":
-        lines = str(outcome[1]).strip().splitlines()
-        return JobState("failed", lines[-1] if lines else "failed")
+        return JobState("failed", error_headline(str(outcome[1])))
     if outcome is not None:
         return JobState("failed", f"the job returned but its run folder is {run.status}")
     error = run_dir(config, results_root) / ERROR_FILE
     with contextlib.suppress(OSError):
         if error.stat().st_mtime >= submitted_at and queue_state not in _RUNNING | _PENDING:
-            lines = error.read_text(errors="replace").strip().splitlines()
-            return JobState("failed", lines[-1] if lines else "failed")
+            return JobState("failed", error_headline(error.read_text(errors="replace")))
     if queue_state in _RUNNING:
         return JobState("running", queue_state)
     if queue_state in _PENDING:
         return JobState("pending", queue_state)
-    if queue_state is not None:  # FAILED, CANCELLED, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, ...
+    if queue_state is not None and queue_state not in _COMPLETED:  # CANCELLED, TIMEOUT, FAILED, OUT_OF_MEMORY...
         return JobState("failed", f"Slurm state {queue_state}")
-    return JobState("lost", "not in the queue and no result")
+    return JobState("lost", "ended without a result" if queue_state else "not in the queue and no result")
 
 
 def squeue_states(job_ids: Sequence[str], run: Callable[..., Any] = subprocess.run) -> dict[str, str]:
-    """``{task id: state}`` of the given array tasks still in the queue (``squeue -r``; ids like ``"123_4"``)."""
+    """``{task id: state}`` of the given array tasks (ids like ``"123_4"``) that Slurm still lists.
+
+    ``squeue -t all -r``: also tasks that ended (``COMPLETED``, ``CANCELLED``, ``TIMEOUT``,
+    ``FAILED`` ...), which Slurm keeps listing for ``MinJobAge`` seconds (default 300).
+    """
     arrays = sorted({str(j).split("_")[0] for j in job_ids})
     if not arrays:
         return {}
     try:
-        out = run(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(arrays)],
+        out = run(["squeue", "-h", "-r", "-t", "all", "-o", "%i %T", "-j", ",".join(arrays)],
                   capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise OSError("squeue not found: the slurm executor needs the Slurm client commands on PATH") from None
