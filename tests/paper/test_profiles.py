@@ -69,7 +69,7 @@ def test_quick_profile_states_its_departures():
     text = p.describe()
     assert "Departures from the paper" in text and f"{p.n_train} train / {p.n_test} test" in text and "3 seed(s)" in text
     assert "3 beta_1" in text
-    assert "PCFG: 10 training / 10 test sentences, 40 epochs" in text and "last 25% of the epochs" in text
+    assert "PCFG: 200 training sentences (<= 25 words) / 10 test sentences, 16 epochs of batch 25" in text and "last 25% of the epochs" in text
 
 
 def test_main_prints_the_profile_or_an_error(capsys):

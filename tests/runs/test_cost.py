@@ -35,4 +35,4 @@ def test_bandit_rounds_and_makespan():
 
 def test_cost_constants_documented():
     doc = cost.__dict__["COST_CONSTANTS"]
-    assert {"startup_s", "train_s_per_sample", "eval_s_per_sample", "bandit_round_s", "pcfg_epoch_s"} <= set(doc)
+    assert {"startup_s", "train_s_per_sample", "eval_s_per_sample", "bandit_round_s", "pcfg_step_s"} <= set(doc)

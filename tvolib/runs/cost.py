@@ -42,8 +42,9 @@ DATASET_SIZES: dict[str, tuple[int, int]] = {
 #: - ``moments_s_per_sample``: moments-schedule re-estimation, averaged per epoch, per (example,
 #:   sample) of the at most ``MOMENTS_EXAMPLES`` training examples the trainer hands it (measured:
 #:   7.2 s over 120 epochs with 1000 examples, S = 10);
-#: - ``pcfg_epoch_s`` + ``pcfg_epoch_s_per_sample * S``: one PCFG epoch (Appendix D.1; measured
-#:   ~0.1 + 0.03 S s for TVO and wake-sleep, 2-3x for wake-wake and REINFORCE).
+#: - ``pcfg_step_s`` + ``pcfg_step_s_per_sample * S``: one PCFG minibatch step (Appendix D.1; its
+#:   cost is the Python loop over derivation steps, nearly independent of the batch size; measured
+#:   ~0.12 + 0.02 S s at batch 25 on a loaded 2-core CPU, 2-3x for wake-wake and REINFORCE).
 COST_CONSTANTS: dict[str, Any] = {
     "startup_s": 2.0,
     "train_s_per_sample": {"vae": 2.0e-5, "sbn": 1.2e-5},
@@ -52,8 +53,8 @@ COST_CONSTANTS: dict[str, Any] = {
     "bandit_round_s_per_d": 0.02,
     "bandit_early_factor": 1.05,
     "moments_s_per_sample": 6.0e-6,
-    "pcfg_epoch_s": 0.1,
-    "pcfg_epoch_s_per_sample": 0.03,
+    "pcfg_step_s": 0.12,
+    "pcfg_step_s_per_sample": 0.02,
 }
 
 
@@ -85,14 +86,15 @@ def estimate_seconds(config: Any, constants: dict[str, Any] | None = None) -> fl
     ``startup + epochs * n_train * S * c_train + n_evals * n_test * eval_S * c_eval
     + bandit rounds * (c_round + c_d * d) + epochs * min(n_train, 1000) * S * c_moments``,
     with ``n_evals = epochs // eval_every + 2`` (epoch 0, every ``eval_every``, the end).
-    A PCFG run costs ``startup + epochs * (pcfg_epoch_s + S * pcfg_epoch_s_per_sample)``.
+    A PCFG run costs ``startup + epochs * ceil(n_train / batch_size) * (pcfg_step_s + S * pcfg_step_s_per_sample)``.
     """
     c = COST_CONSTANTS if constants is None else {**COST_CONSTANTS, **constants}
     kind = getattr(config, "kind", "tvo")
     epochs = int(getattr(config, "epochs", 0) or 0)
     S = int(getattr(config, "S", 1) or 1)
     if kind != "tvo":
-        return c["startup_s"] + epochs * (c["pcfg_epoch_s"] + S * c["pcfg_epoch_s_per_sample"])
+        steps = -(-int(getattr(config, "n_train", 1)) // int(getattr(config, "batch_size", 1)))
+        return c["startup_s"] + epochs * steps * (c["pcfg_step_s"] + S * c["pcfg_step_s_per_sample"])
     model = getattr(config, "model", "vae")
     n_train, n_test = _sizes(config)
     train = epochs * n_train * S * c["train_s_per_sample"].get(model, 3.0e-6)
