@@ -100,3 +100,14 @@ def test_fig3_and_fig9_draw_from_the_histories(cached):
 def test_dataset_labels_fall_back_to_the_loaded_data(data_root):
     frame = pd.DataFrame({"dataset": ["mnist", "fashion_mnist"], "dataset_label": ["from run", None]})
     assert results.dataset_labels(frame, data_root) == {"mnist": "from run", "fashion_mnist": "Fashion MNIST"}
+
+
+def test_pcfg_reference_levels_are_the_exact_values():
+    """Fig 6's uniform level and length-cut floor for the quick scale (25 words) and the 15-word cut."""
+    from tvolib.paper.figures import pcfg_reference_levels
+    from tvolib.training import PCFGConfig
+
+    (_, uniform), (_, floor) = pcfg_reference_levels(PCFGConfig(train_max_words=25, max_productions=49))
+    assert uniform == pytest.approx(0.053957, abs=1e-6)
+    assert floor == pytest.approx(0.00221, rel=0.01)
+    assert pcfg_reference_levels(PCFGConfig(train_max_words=15))[1][1] == pytest.approx(0.007027, rel=1e-3)

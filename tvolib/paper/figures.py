@@ -19,10 +19,12 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tvolib import runs
+from tvolib.models.pcfg import load_grammar
 from tvolib.paper import analysis, captions, integrand, pcfg_analysis, results
 from tvolib.paper.names import MODEL_LABELS, schedule_label
 from tvolib.paper.profiles import Profile, get_profile
 from tvolib.paper.sweeps import FIGURES, resolve_figure
+from tvolib.training.pcfg_levels import length_cut_ml_floor, uniform_level
 from tvolib.plotting import (
     IntegrandPanel,
     plot_betas_over_time,
@@ -35,7 +37,7 @@ from tvolib.plotting import (
     save_table,
 )
 
-__all__ = ["FigureResult", "BUILDERS", "figure"]
+__all__ = ["FigureResult", "BUILDERS", "figure", "pcfg_reference_levels"]
 
 @dataclass
 class _Inputs:
@@ -129,14 +131,30 @@ def _fig8(inputs: _Inputs) -> FigureResult:
     return _metric_vs_d(inputs, schedules=["random", "gp_bandit"])
 
 
+def pcfg_reference_levels(config: Any) -> list[tuple[str, float]]:
+    """Fig 6's reference levels of ``kl_p`` for a PCFG config, computed exactly: the uniform theta's
+    KL (the value at initialisation with ``theta_init="uniform"``) and the floor, the KL of the
+    maximum-likelihood theta of the true grammar's trees cut at ``train_max_words`` words
+    (:mod:`tvolib.training.pcfg_levels`), both in the config's ``kl_direction``."""
+    grammar = load_grammar(config.grammar)
+    uniform = uniform_level(grammar, config.kl_direction)
+    floor = length_cut_ml_floor(grammar, config.train_max_words, config.kl_direction)
+    return [(f"uniform theta ({uniform:.4f})", uniform),
+            (f"floor: ML theta of trees <= {config.train_max_words} words ({floor:.2g})", floor)]
+
+
 def _fig6(inputs: _Inputs) -> FigureResult:
     histories = results.collect_histories(inputs.configs, inputs.results_root)
+    levels = pcfg_reference_levels(inputs.configs[0])
     scale = inputs.profile.pcfg
     summary = pcfg_analysis.pcfg_summary(histories, tail_fraction=scale.tail_fraction)
     curves = pcfg_analysis.pcfg_curves(histories, max(int(s) for s in summary["S"]))
     table = pcfg_analysis.pcfg_table(histories, tail_fraction=scale.tail_fraction)
     caption = captions.pcfg_scale_caption(results.config_frame(inputs.configs), inputs.profile.name)
-    fig = plot_pcfg(summary, curves, tail_fraction=scale.tail_fraction, title=f"Fig 6, PCFG: {caption}")
+    caption += (f"; dotted: KL(p_theta || p_true) of a uniform theta, {levels[0][1]:.4f}; dash-dotted: the floor "
+                f"that the length cut leaves, {levels[1][1]:.2g} (exact)")
+    fig = plot_pcfg(summary, curves, tail_fraction=scale.tail_fraction, title=f"Fig 6, PCFG: {caption}",
+                    reference_levels={"kl_p": levels})
     table_caption = captions.pcfg_table_caption(caption)
     paths = save_figure(fig, inputs.name, inputs.figures_dir)
     paths += save_table(table, inputs.name, inputs.figures_dir, caption=table_caption, floatfmt=".4f")

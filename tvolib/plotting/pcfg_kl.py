@@ -42,6 +42,12 @@ def _draw_vs_S(ax: plt.Axes, summary: pd.DataFrame, metric: str, names: list[str
     ax.set_ylabel(PCFG_METRIC_LABELS.get(metric, metric))
 
 
+def _draw_levels(ax: plt.Axes, levels: Sequence[tuple[str, float]]) -> None:
+    """Horizontal reference lines (e.g. the uniform-theta value and the length cut's floor), labelled."""
+    for (label, value), style in zip(levels, (":", "-.", (0, (1, 3)))):
+        ax.axhline(value, color="black", linestyle=style, linewidth=1.0, alpha=0.7, label=label)
+
+
 def _draw_curves(ax: plt.Axes, curves: pd.DataFrame, metric: str, names: list[str], styles: dict,
                  tail: tuple[float, float]) -> None:
     part = curves[curves[metric].notna()]
@@ -69,6 +75,7 @@ def plot_pcfg(
     tail_fraction: float | None = None,
     methods: Sequence[str] | None = None,
     title: str | None = None,
+    reference_levels: dict[str, Sequence[tuple[str, float]]] | None = None,
 ) -> Figure:
     """Fig 6: one row per KL metric; left, the tail mean of the median over seeds versus S, one
     line per method; right (with ``curves``), the median curves over epochs at one S with the
@@ -82,6 +89,8 @@ def plot_pcfg(
         tail_fraction: stated in the left column's title.
         methods: restricts and orders the methods (:func:`tvolib.paper.names.pcfg_method` names).
         title: the figure title.
+        reference_levels: per metric, ``(label, value)`` horizontal lines drawn in that metric's
+            panels (Fig 6: the uniform-theta level and the length cut's floor for ``kl_p``).
 
     Returns:
         The figure. TVO-log and TVO-GP-bandit take the log and GP-bandit schedules' colours;
@@ -113,6 +122,8 @@ def plot_pcfg(
         _draw_vs_S(axes[row][0], summary, metric, names, styles)
         if curves is not None:
             _draw_curves(axes[row][1], curves, metric, names, styles, tail)
+        for ax in axes[row]:
+            _draw_levels(ax, (reference_levels or {}).get(metric, ()))
     share = "" if tail_fraction is None else f" over the last {tail_fraction:.0%} of epochs"
     axes[0][0].set_title(f"median over seeds, mean{share}")
     axes[-1][0].set_xlabel("S (samples per data point)")
