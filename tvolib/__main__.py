@@ -41,6 +41,8 @@ _SLURM_FLAGS: dict[str, tuple[str, type, str]] = {
     "--slurm-account": ("account", str, "account (sbatch --account)"),
     "--slurm-extra": ("extra", str, "further sbatch flags, written with '=': --slurm-extra='--qos=high --exclusive'"),
     "--slurm-log-folder": ("log_folder", str, "job scripts and logs (default <results>/submitit)"),
+    "--slurm-max-requeues": ("max_requeues", int, "requeues after a time limit per job"),
+    "--slurm-poll-s": ("poll_s", float, "seconds between squeue polls"),
 }
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from tvolib.runs.cost import estimate_seconds, estimate_wall_seconds
 from tvolib.runs.readers import config_fields, unique_configs
-from tvolib.runs.store import ERROR_FILE, PROBLEMS, config_kind, inspect_run, run_dir
+from tvolib.runs.store import ERROR_FILE, PROBLEMS, config_kind, error_headline, inspect_run, run_dir
 
 __all__ = ["status", "plan", "format_plan", "format_seconds", "default_workers", "run_status"]
 
@@ -41,10 +41,9 @@ def run_status(config: Any, results_root: Root = None) -> str:
 
 def _last_error(folder: Any) -> str:
     try:
-        lines = (folder / ERROR_FILE).read_text(errors="replace").strip().splitlines()
+        return error_headline((folder / ERROR_FILE).read_text(errors="replace"))
     except OSError:
         return ""
-    return lines[-1] if lines else "failed"
 
 
 def status(configs: Iterable[Any], results_root: Root = None) -> pd.DataFrame:

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import pickle
-import re
 import shlex
 import subprocess
 import time
@@ -20,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from tvolib.runs.store import ERROR_FILE, PROBLEMS, inspect_run, run_dir
+from tvolib.runs.store import ERROR_FILE, PROBLEMS, error_headline, inspect_run, run_dir
 
 __all__ = [
     "SlurmOptions", "SLURM_ENV", "parse_sbatch_flags", "slurm_parameters",
@@ -46,8 +45,6 @@ _CASTS: dict[str, type] = {"timeout_min": int, "mem_gb": float, "cpus_per_task":
                            "array_parallelism": int, "max_requeues": int, "poll_s": float}
 _RUNNING = {"RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING", "RESIZING"}
 _PENDING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED", "PREEMPTED", "RESV_DEL_HOLD"}
-#: ``package.module.`` before an exception's class name in a traceback's last line.
-_MODULE_PATH = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*(?::|$))")
 #: Ended without an error of its own: the result file should follow (shared file systems may lag).
 _COMPLETED = {"COMPLETED"}
 
@@ -164,25 +161,6 @@ class JobState:
 
     state: str
     detail: str = ""
-
-
-def error_headline(text: str) -> str:
-    """The exception's first line (``"ValueError: bad input"``) from a formatted traceback.
-
-    The header of the last ``Traceback (most recent call last):`` block is its first unindented line
-    (frames are indented; a multi-line message follows its first line), given without the module
-    path of the exception's class (``DatasetNotFoundError``, not ``tvolib.data.files.DatasetNotFoundError``).
-    Text without a traceback gives its first line; empty text gives ``"failed"``.
-    """
-    lines = text.strip().splitlines()
-    if not lines:
-        return "failed"
-    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
-    if starts:
-        for line in lines[starts[-1] + 1:]:
-            if line.strip() and not line[0].isspace():
-                return _MODULE_PATH.sub("", line.strip())
-    return lines[0].strip()
 
 
 def _read_result(path: Path) -> tuple[str, Any] | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ __all__ = [
     "MODEL_FILE", "WALL_FILE", "FINAL_KEYS", "STATUSES", "PROBLEMS",
     "RunFolderError", "RunState",
     "config_kind", "config_digest", "run_dir", "config_record", "config_from_dict", "load_config",
-    "inspect_run", "check_run", "clear_run",
+    "inspect_run", "check_run", "clear_run", "error_headline",
     "write_json", "write_records_csv", "read_records_csv",
 ]
 
@@ -326,3 +327,26 @@ def clear_run(config: Any, results_root: str | os.PathLike[str] | None = None) -
     else:
         for name in (FINAL_FILE, HISTORY_FILE, SCHEDULE_FILE):
             (folder / name).unlink(missing_ok=True)
+
+
+#: A traceback line's exception class with its module path (``tvolib.data.files.DatasetNotFoundError:``).
+_MODULE_PATH = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*(?::|$))")
+
+
+def error_headline(text: str) -> str:
+    """The exception's first line (``"ValueError: bad input"``) from a formatted traceback.
+
+    The header of the last ``Traceback (most recent call last):`` block is its first unindented line
+    (frames are indented; a multi-line message follows its first line), given without the module
+    path of the exception's class (``DatasetNotFoundError``, not ``tvolib.data.files.DatasetNotFoundError``).
+    Text without a traceback gives its first line; empty text gives ``"failed"``.
+    """
+    lines = text.strip().splitlines()
+    if not lines:
+        return "failed"
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    if starts:
+        for line in lines[starts[-1] + 1:]:
+            if line.strip() and not line[0].isspace():
+                return _MODULE_PATH.sub("", line.strip())
+    return lines[0].strip()
