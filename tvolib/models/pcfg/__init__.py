@@ -28,9 +28,6 @@ from tvolib.models.pcfg.sampling import (
     sample_with_policy,
 )
 
-# The lock-step sampler's name before the package split (still imported by the PCFG tests).
-_sample_lockstep = sample_with_policy
-
 __all__ = [
     "GrammarError",
     "Grammar",
