@@ -49,3 +49,14 @@ def grammar_path(data_root: Path) -> Path:
         pytest.fail(f"published grammar not found at {path}: the data root must hold pcfgs/astronomers.json "
                     "(the offline mirror does)", pytrace=False)
     return path
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run the test with one torch thread (bitwise comparisons: reductions depend on the thread count)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

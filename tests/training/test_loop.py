@@ -23,12 +23,7 @@ SMALL_PCFG = PCFGConfig(objective="tvo", S=3, epochs=4, n_train=4, n_test=4, hid
 SMALL_BANDIT = {"window": 1, "n_init": 2, "burn_in": 0}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _strip(history):

@@ -25,12 +25,7 @@ TINY = RunConfig(n_train=200, n_test=50, batch_size=100, epochs=4, S=4, eval_S=8
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _fit(run_dir, data_root, config=TINY, **kwargs):
