@@ -337,7 +337,7 @@ def test_table_sweep_on_slurm_matches_local_executor(tmp_path: Path, data_root: 
 def test_cancelled_job_resumes_from_its_checkpoint(tmp_path: Path, data_root: Path) -> None:
     """``scancel`` mid-run: the sweep notices at once (``squeue -t all`` shows CANCELLED; no sacct to
     ask) and ends, the run not done; the rerun resumes it, with the numbers of an uninterrupted run."""
-    config, name = _sbn_run(80), "tvolib-test-cancel"  # several seconds left after its first checkpoint
+    config, name = _sbn_run(400), "tvolib-test-cancel"  # ~20 s left after its first checkpoint on an idle machine
     root = tmp_path / "results"
     folder = runs.run_dir(config, root)
     proc, log = _start_sweep(tmp_path, [config], data_root, _sweep_options(name), "first")
