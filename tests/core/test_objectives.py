@@ -5,22 +5,11 @@ import math
 
 import pytest
 import torch
-from tvolib.models import LinearGaussian, build_model
+from tvolib.models import build_model
 from tvolib.objectives import OBJECTIVES, compute_loss
 from tvolib.tvo import linear, log_uniform, riemann_weights
 
 BETAS = torch.tensor([0.0, 0.1, 0.4, 0.7], dtype=torch.float64)
-
-
-@pytest.fixture
-def toy() -> LinearGaussian:
-    # q(z|x) = N(0.3 x + 0.2, 0.5) is wider than the posterior (variance 0.22): sane importance weights.
-    return LinearGaussian(a=1.5, b=0.5, s=0.8, m=0.2, v=0.5, c=0.3)
-
-
-@pytest.fixture
-def x() -> torch.Tensor:
-    return torch.tensor([[-0.5], [0.4], [1.2], [2.0]], dtype=torch.float64)
 
 
 def _log_w(model, x, S, seed=0):

@@ -8,7 +8,6 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tvolib.models import LinearGaussian
 from tvolib.tvo import (
     EvidenceSpec,
     iwae_bound,
@@ -20,17 +19,6 @@ from tvolib.tvo import (
     tvo_bound,
     validate_schedule,
 )
-
-
-@pytest.fixture
-def toy() -> LinearGaussian:
-    # q(z|x) = N(0.3 x + 0.2, 0.5) is wider than the posterior (variance 0.22): sane importance weights.
-    return LinearGaussian(a=1.5, b=0.5, s=0.8, m=0.2, v=0.5, c=0.3)
-
-
-@pytest.fixture
-def x() -> torch.Tensor:
-    return torch.tensor([[-0.5], [0.4], [1.2], [2.0]], dtype=torch.float64)
 
 
 def _log_w(model, x, S, seed=0):

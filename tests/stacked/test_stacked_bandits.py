@@ -22,12 +22,8 @@ def pool():
 
 
 @pytest.fixture
-def one_thread():
+def one_thread(one_torch_thread):
     """The workers run one thread: the in-process reference must too (GP rounds depend on it)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _stack() -> list:
