@@ -9,11 +9,12 @@
 # TVOLIB_PROFILE / TVOLIB_RESULTS / TVOLIB_FIGURES (set to the smoke profile and scratch folders).
 #
 # Variables (override on the command line, e.g. `make figures PROFILE=paper TVOLIB_DATA=/data`):
-#   PROFILE      a profile of tvolib.paper.profiles: smoke | quick | paper (| gpu once defined)  (default quick)
+#   PROFILE      a profile of tvolib.paper.profiles: smoke | quick | gpu | paper  (default quick)
 #   TVOLIB_DATA  dataset root; empty: ~/.cache/tvolib/data (`make figures` downloads what is missing there)
 #   TORCH_SPEC   the torch/torchvision pair to install      (default: the tested pair below)
 #   TORCH_INDEX  extra pip options for torch, e.g. --index-url https://download.pytorch.org/whl/cpu
 #   EXECUTOR     local | slurm                               (default local)
+#   STACK        auto | on | off: train runs of one shape together (auto: on CUDA)  (default auto)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -22,6 +23,8 @@ PYTHON      ?= python3
 VENV        ?= .venv
 PROFILE     ?= quick
 EXECUTOR    ?= local
+STACK       ?= $(or $(TVOLIB_STACK),auto)
+export TVOLIB_STACK := $(STACK)
 TORCH_SPEC  ?= torch==2.14.1 torchvision==0.29.1
 TORCH_INDEX ?=
 TVOLIB_DATA ?=

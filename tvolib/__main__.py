@@ -1,6 +1,7 @@
 """Command line: run a figure's sweep or one config outside the notebooks, and list the cache.
 
     python -m tvolib run <figure|all> [--profile quick] [--executor local|slurm|submitit-local|debug]
+                                      [--stack auto|on|off] [--max-stack N]
                                       [--dry-run] [--repair] [--max-workers N] [--results-root DIR]
                                       [--data-root DIR] [--device cpu] [--slurm-... options]
     python -m tvolib status [<figure|all>] [--profile quick] [--results-root DIR]
@@ -8,7 +9,7 @@
     python -m tvolib list
 
 The profile defaults to ``$TVOLIB_PROFILE`` or ``quick``; the executor to ``$TVOLIB_EXECUTOR`` or
-``local``; results go to ``--results-root`` / ``$TVOLIB_RESULTS`` / ``<repo>/results``. Every expected
+``local``; stacking to ``$TVOLIB_STACK`` or ``auto`` (runs of one shape train together on CUDA); results go to ``--results-root`` / ``$TVOLIB_RESULTS`` / ``<repo>/results``. Every expected
 failure (bad config, device, figure or profile, unwritable or corrupt files) ends in one
 ``error: ...`` line and exit status 2; failed runs end with status 1.
 """
@@ -23,12 +24,16 @@ import pandas as pd
 
 from tvolib import runs
 from tvolib.paper import sweeps
-from tvolib.paper.profiles import PROFILES, get_profile
+from tvolib.paper.profiles import PROFILES, Profile, get_profile
+from tvolib.runs.cost import estimate_gpu_seconds, estimate_seconds, estimate_wall_seconds
+from tvolib.runs.plan import format_seconds
 from tvolib.runs.slurm import SLURM_ENV
+from tvolib.runs.stacks import MAX_STACK, STACK_MODES, stack_jobs
 
 __all__ = ["main", "build_parser"]
 
-_SHOW_COLUMNS = ("run", "status", "model", "dataset", "objective", "schedule", "d", "S", "seed", "epochs", "error")
+_SHOW_COLUMNS = ("run", "status", "model", "dataset", "objective", "schedule", "d", "S", "seed", "epochs", "stack",
+                 "error")
 _COUNTED = ("done", "partial", "missing", "corrupt", "foreign")
 #: --slurm-* flag -> (SlurmOptions field, type, help).
 _SLURM_FLAGS: dict[str, tuple[str, type, str]] = {
@@ -62,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser, profile: bool = True) -> None:
         if profile:
             p.add_argument("--profile", default=os.environ.get("TVOLIB_PROFILE", "quick"),
-                           help="smoke, quick or paper (default: $TVOLIB_PROFILE or quick)")
+                           help=f"{', '.join(PROFILES)} (default: $TVOLIB_PROFILE or quick)")
         p.add_argument("--results-root", default=None, help="results folder (default: $TVOLIB_RESULTS or <repo>/results)")
 
     def running(p: argparse.ArgumentParser) -> None:
@@ -76,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--executor", default=None, help="local, slurm, submitit-local or debug (default: $TVOLIB_EXECUTOR or local)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and the cache status, run nothing")
     run.add_argument("--max-workers", type=int, default=None, help="local executor: parallel processes (default: CPU count)")
+    run.add_argument("--stack", default=None, choices=STACK_MODES,
+                     help="train runs of one shape together: auto (on CUDA), on, off (default: $TVOLIB_STACK or auto)")
+    run.add_argument("--max-stack", type=int, default=None,
+                     help=f"most runs per stack (default: what fits in free device memory, at most {MAX_STACK})")
     running(run)
     _add_slurm_flags(run)
 
@@ -111,9 +120,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     configs = sweeps.figure_configs(args.figure, profile)
     slurm = {name: getattr(args, f"slurm_{name}") for name, _, _ in _SLURM_FLAGS.values()}
     print(profile.describe())
+    if profile.name == "gpu":
+        paper = _one_gpu_hours(get_profile("paper"))
+        print(f"[tvolib] for comparison, the paper profile would take about {paper:.0f} h on one GPU "
+              "(stacked, fp32; tvolib.runs.cost)")
     frame = runs.run_configs(
         configs, executor=args.executor, results_root=args.results_root, data_root=args.data_root,
         max_workers=args.max_workers, device=args.device, dry_run=args.dry_run, repair=args.repair, slurm=slurm,
+        stack=args.stack, max_stack=args.max_stack,
     )
     if args.dry_run:
         _print_frame(frame)
@@ -155,13 +169,22 @@ def _cmd_run_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_gpu_hours(profile: Profile) -> float:
+    """Estimated hours of every figure at ``profile`` on one GPU, runs stacked (:mod:`tvolib.runs.cost`)."""
+    return estimate_gpu_seconds(stack_jobs(sweeps.all_configs(profile), MAX_STACK))["wall_seconds"] / 3600
+
+
 def _cmd_list(_: argparse.Namespace) -> int:
     print("figures (python -m tvolib run <figure>):")
     for name, fn in sweeps.FIGURES.items():
         print(f"  {name:22s} {(fn.__doc__ or '').strip().splitlines()[0]}")
-    print("profiles (--profile):")
+    print("profiles (--profile), with the estimated time of every figure (tvolib.runs.cost; rough):")
     for profile in PROFILES.values():
-        print(f"  {profile.describe()}")
+        configs = sweeps.all_configs(profile)
+        cpu = estimate_wall_seconds([estimate_seconds(c) for c in configs], 2)
+        print(f"  {profile.name}: {len(configs)} runs; about {format_seconds(cpu)} on 2 CPU cores, "
+              f"{format_seconds(_one_gpu_hours(profile) * 3600)} on one GPU (stacked)")
+        print(f"    {profile.describe()}")
     return 0
 
 

@@ -6,17 +6,20 @@ import math
 import pytest
 
 from tvolib.paper.profiles import DEFAULT_PROFILE, PROFILES, PCFGScale, get_profile, main
+from tvolib.paper.sweeps import all_configs
+from tvolib.runs.cost import estimate_gpu_seconds
+from tvolib.runs.stacks import MAX_STACK, stack_jobs
 
 
 def test_get_profile_names_none_and_errors(monkeypatch):
-    assert list(PROFILES) == ["smoke", "quick", "paper"]
+    assert list(PROFILES) == ["smoke", "quick", "gpu", "paper"]
     assert get_profile("Quick") is PROFILES["quick"]
     assert get_profile(PROFILES["smoke"]) is PROFILES["smoke"]
     monkeypatch.delenv("TVOLIB_PROFILE", raising=False)
     assert get_profile(None) is PROFILES[DEFAULT_PROFILE] is PROFILES["quick"]
     monkeypatch.setenv("TVOLIB_PROFILE", "smoke")
     assert get_profile() is PROFILES["smoke"]
-    with pytest.raises(ValueError, match="unknown profile 'huge'; accepted profiles: smoke, quick, paper"):
+    with pytest.raises(ValueError, match="unknown profile 'huge'; accepted profiles: smoke, quick, gpu, paper"):
         get_profile("huge")
     with pytest.raises(TypeError, match="profile must be a name"):
         get_profile(3)
@@ -63,6 +66,18 @@ def test_paper_profile_is_the_papers_setup():
     assert (p.pcfg.epochs, len(p.pcfg.seeds), p.pcfg.S_values, p.pcfg.tail_fraction) == (2000, 20, (2, 5, 10, 20), 0.05)
 
 
+def test_gpu_profile_has_the_papers_grids_and_fits_three_hours_on_one_gpu():
+    p, paper = PROFILES["gpu"], PROFILES["paper"]
+    assert (p.n_train, p.n_test, p.batch_size) == (None, None, 1000)
+    assert (p.S_values, p.d_values, p.seeds) == (paper.S_values, paper.d_values, paper.seeds)
+    assert p.permutation_d_values == paper.permutation_d_values and p.wallclock_d_values == paper.wallclock_d_values
+    jobs = stack_jobs(all_configs(p), MAX_STACK)
+    hours = estimate_gpu_seconds(jobs)["wall_seconds"] / 3600
+    assert 1.0 < hours <= 3.0  # sized to the budget: "as many epochs as fit"
+    assert estimate_gpu_seconds(stack_jobs(all_configs(paper), MAX_STACK))["wall_seconds"] / 3600 > 20 * hours
+    assert "Departures from the paper" in p.describe() and "100 epochs instead of 10,000" in p.describe()
+
+
 def test_quick_profile_states_its_departures():
     p = PROFILES["quick"]
     assert len(p.seeds) >= 3 and {2, 5, 10} <= set(p.d_values)
@@ -76,6 +91,6 @@ def test_main_prints_the_profile_or_an_error(capsys):
     assert main(["smoke"]) == 0
     assert capsys.readouterr().out.startswith("profile 'smoke'")
     assert main(["bogus"]) == 2
-    assert capsys.readouterr().err.strip() == "error: unknown profile 'bogus'; accepted profiles: smoke, quick, paper"
+    assert capsys.readouterr().err.strip() == "error: unknown profile 'bogus'; accepted profiles: smoke, quick, gpu, paper"
     assert main([]) == 2
     assert "usage" in capsys.readouterr().err

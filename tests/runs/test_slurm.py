@@ -35,7 +35,7 @@ import torch
 from tvolib import checkpoint, runs
 from tvolib.paper import sweeps
 from tvolib.runs.store import CHECKPOINT_FILE, FINAL_FILE
-from tvolib.training import train
+from tvolib.training import RunConfig, train
 
 REPO = Path(__file__).resolve().parents[2]
 USER = getpass.getuser()
@@ -332,6 +332,21 @@ def test_table_sweep_on_slurm_matches_local_executor(tmp_path: Path, data_root: 
     assert not noise, f"the console shows {len(noise)} lines of submitit/sacct warnings, e.g. {noise[:2]}"
     assert sum(f"submitted {len(configs)} run(s) as Slurm array" in line for line in lines) == 1, console
     assert not sacct_calls.exists(), f"sacct was called: {sacct_calls.read_text()}"
+
+
+def test_stacks_are_one_job_each_with_the_numbers_of_single_runs(tmp_path: Path, data_root: Path) -> None:
+    """``stack="on"``: six runs of one shape as two stack jobs (``max_stack=3``) of one array; each run
+    gets the numbers of the same run trained alone (per-run sizes multiples of 16, one thread)."""
+    base = RunConfig(n_train=128, n_test=32, batch_size=64, S=8, eval_S=16, epochs=2, d=3, eval_every=2)
+    configs = [base.replace(seed=seed, schedule=schedule) for seed in (1, 2) for schedule in ("log", "linear", "moments")]
+    options = {**_sweep_options("tvolib-test-stack"), "stack": "on", "max_stack": 3}
+    proc, log = _start_sweep(tmp_path, configs, data_root, options, "stack")
+    _local_reference(configs, tmp_path / "local", data_root)  # while the sweep runs
+    code = _finish(proc, log, 240, "the stacked sweep", "tvolib-test-stack")
+    console = log.read_text(errors="replace")
+    assert code == 0, console[-3000:]
+    assert "submitted 2 job(s) (6 runs in 2 stack(s)) as Slurm array" in console, console[-3000:]
+    _assert_same_numbers(configs, tmp_path / "results", tmp_path / "local")
 
 
 def test_cancelled_job_resumes_from_its_checkpoint(tmp_path: Path, data_root: Path) -> None:

@@ -2,7 +2,7 @@
 
 Small configs whose per-run tensor sizes are multiples of 16 (batch 64, S = 8, 32 test points),
 one torch thread: then every stacked kernel treats a run's slice as the single run's tensor
-(docs/notes-stack.md), and histories, schedule records, checkpoints and models agree exactly.
+(docs/stacking.md), and histories, schedule records, checkpoints and models agree exactly.
 """
 from __future__ import annotations
 

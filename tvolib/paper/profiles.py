@@ -1,10 +1,11 @@
-"""Experiment scales (``smoke``, ``quick``, ``paper``): every knob of every figure's sweep.
+"""Experiment scales (``smoke``, ``quick``, ``gpu``, ``paper``): every knob of every figure's sweep.
 
 A :class:`Profile` fixes what :mod:`tvolib.paper.sweeps` needs: subset sizes, epochs, batch size,
 the grids of ``S`` and ``d``, seeds, evaluation settings, the wall-clock grid (Appendix D.3), the
 permutation-table budgets (Appendix D.4) and the PCFG's scale (:class:`PCFGScale`, Appendix D.1).
 ``paper`` is the paper's setup (Section 5 "Experimental Setup", Appendices A and D); ``quick`` is
-the default of ``make figures``; ``smoke`` runs every notebook end to end for CI.
+the default of ``make figures`` (a laptop CPU); ``gpu`` is every figure on one GPU in a few hours
+(runs stacked, ``tvolib.runs.stacks``); ``smoke`` runs every notebook end to end for CI.
 
 ``python -m tvolib.paper.profiles NAME`` prints a profile's description, or an error listing the
 accepted names (the Makefile's check before it starts any notebook).
@@ -248,6 +249,47 @@ _PAPER = Profile(
     ),
 )
 
+# One GPU, a few hours: the paper's grids and datasets, far fewer epochs (sized with tvolib.runs.cost).
+_GPU = Profile(
+    name="gpu",
+    n_train=None,
+    n_test=None,
+    epochs=100,
+    batch_size=1000,
+    lr=1e-3,
+    S_values=(10, 50),
+    d_values=(2, 5, 10, 15),
+    seeds=(0, 1, 2, 3, 4),
+    eval_S=1000,
+    eval_every=25,
+    bandit_window=3,
+    bandit_burn_in=10,
+    reward_surface_epochs=(20, 30, 100),
+    curves_d_values=(5, 15),
+    wallclock_epochs=100,
+    wallclock_d_values=(2, 3, 4, 5, 6),
+    wallclock_grid_size=10,
+    wallclock_beta1_range=(0.01, 0.9),
+    permutation_budgets=(25, 50, 100),
+    permutation_d_values=(5, 10, 15),
+    permutation_S_values=(10, 50),
+    pcfg=PCFGScale(epochs=64, n_train=200, n_test=20, hidden_dim=32, train_max_words=25, eval_max_words=9,
+                   max_productions=49, lr=0.03, S_values=(2, 5, 10, 20), seeds=tuple(range(10)), tail_fraction=0.25,
+                   batch_size=25, theta_init="uniform"),
+    departures=(
+        "sized to finish every figure and table on one GPU in at most 3 hours (the plan's cost model, "
+        "tvolib.runs.cost, estimates 2.3 h on one H200-class GPU with runs stacked; not yet timed end to end): "
+        "the full datasets, batch 1000, S in {10, 50}, d in {2, 5, 10, 15}, 5 seeds as in the paper, but 100 "
+        "epochs instead of 10,000; IWAE-1000 test evaluation every 25 epochs (paper: 5000 every 200); bandit "
+        "window 3 epochs (+1 every 10 rounds) after a 10-epoch burn-in, so that the GP sees ~25 rounds; Fig 2's "
+        "stages at epochs 20/30/100 mirror the paper's 2k/3k/10k of 10k; wall-clock table: 100 epochs, d = 2..6, "
+        "a 10-point beta_1 grid (paper: 5000 epochs, 20 points); permutation table at budgets 25/50/100 epochs "
+        "(paper: 1k/2k/5k/10k); PCFG: the quick scale (200 sentences of <= 25 words, batch 25, a 32-unit network, "
+        "lr 0.03, theta initialised uniform, the last quarter averaged) with 64 epochs and 10 seeds (paper: "
+        "2000 epochs of 20 sentences, 20 seeds)."
+    ),
+)
+
 _QUICK = Profile(
     name="quick",
     n_train=1000,
@@ -328,7 +370,7 @@ _SMOKE = Profile(
 )
 
 #: The profiles by name.
-PROFILES: dict[str, Profile] = {p.name: p for p in (_SMOKE, _QUICK, _PAPER)}
+PROFILES: dict[str, Profile] = {p.name: p for p in (_SMOKE, _QUICK, _GPU, _PAPER)}
 
 
 def get_profile(name: "str | Profile | None" = None) -> Profile:

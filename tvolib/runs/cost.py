@@ -1,8 +1,10 @@
-"""The cost model behind the printed plan: rough seconds per run, and the makespan of a pool.
+"""The cost model behind the printed plan: rough seconds per run or stack, and the makespan of a pool.
 
 :func:`estimate_seconds` is deliberately simple: it prices a run from its config (examples x
 samples x epochs, evaluations, bandit rounds, moments re-estimates) with the constants below, so
 that ``python -m tvolib status``/``run`` can say how long a sweep will take before it starts.
+:func:`estimate_stack_seconds` prices a stack of runs on one GPU (:data:`GPU_COST_CONSTANTS`) and
+:func:`estimate_gpu_seconds` a whole sweep on one GPU machine.
 
 Example:
     >>> estimate_wall_seconds([3.0, 2.0, 2.0], workers=2)
@@ -10,15 +12,18 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 __all__ = [
     "COST_CONSTANTS",
     "DATASET_SIZES",
     "MOMENTS_EXAMPLES",
+    "GPU_COST_CONSTANTS",
     "bandit_rounds",
     "estimate_seconds",
     "estimate_wall_seconds",
+    "estimate_stack_seconds",
+    "estimate_gpu_seconds",
 ]
 
 
@@ -55,6 +60,32 @@ COST_CONSTANTS: dict[str, Any] = {
     "moments_s_per_sample": 6.0e-6,
     "pcfg_step_s": 0.12,
     "pcfg_step_s_per_sample": 0.02,
+}
+
+
+#: Constants of :func:`estimate_stack_seconds`: one GPU, fp32 eager, the paper's networks. Calibrated
+#: on the measurements of one NVIDIA H200 (``docs/stacking.md``, ``benchmarks/README.md``): the
+#: single-run trainer at batch 1000 took 0.25-0.27 s per 60-step epoch at S = 10 and 0.30-0.33 s at
+#: S = 50; hand-batched stacks reached 2,300-2,470 run-steps/s at S = 10 (K = 32-128) and 495 at
+#: S = 50 (K = 32); IWAE-5000 over 10,000 test points took 4.2-4.6 s. A step of a K-run stack is
+#: priced ``step_overhead_s + K * B * S / train_pairs_per_s`` (0.25 s/epoch for one run at S = 10,
+#: 2,200 run-steps/s at K = 128); this reproduces those numbers to about 20%.
+#: - ``train_pairs_per_s[model]``: (example, sample) pairs per second of a saturated stack. The SBN's
+#:   value is the VAE's scaled by their CPU cost ratio (not measured on a GPU);
+#: - ``eval_pairs_per_s[model]``: (example, sample) pairs per second of IWAE evaluation (not faster
+#:   stacked: it is already saturated by one run's 5000 samples);
+#: - ``startup_s``: per job (process, CUDA context, data to the device);
+#: - ``bandit_round_s``: one GP round on one host core (0.2-0.6 s at N = 1000 on the 2-core CPU);
+#:   a stack's rounds of one window run ``host_workers`` at a time (:class:`tvolib.stacked.StepPool`);
+#: - ``host_workers``: host processes for bandit rounds and for runs that cannot be stacked (the
+#:   PCFG), which train on the CPU beside the stacks.
+GPU_COST_CONSTANTS: dict[str, Any] = {
+    "step_overhead_s": 3.5e-3,
+    "train_pairs_per_s": {"vae": 2.5e7, "sbn": 4.0e7},
+    "eval_pairs_per_s": {"vae": 1.1e7, "sbn": 1.8e7},
+    "startup_s": 15.0,
+    "bandit_round_s": 0.4,
+    "host_workers": 15,
 }
 
 
@@ -124,3 +155,57 @@ def estimate_wall_seconds(costs: Iterable[float], workers: int) -> float:
         i = loads.index(min(loads))
         loads[i] += cost
     return max(loads)
+
+
+def _is_bandit(schedule: str) -> bool:
+    return schedule.startswith("gp") or schedule.startswith("random") or "bandit" in schedule
+
+
+def estimate_stack_seconds(configs: Sequence[Any], constants: dict[str, Any] | None = None) -> float:
+    """Rough seconds of one stack (runs of one stack key, trained together) on one GPU.
+
+    ``startup + steps * (step_overhead + K * B * S / train_pairs_per_s)
+    + n_evals * K * n_test * eval_S / eval_pairs_per_s + rounds * ceil(K_bandit / host_workers) * round_s``,
+    with ``steps = epochs * ceil(n_train / B)``, ``n_evals = epochs // eval_every + 2`` and the
+    bandit's rounds as in :func:`estimate_seconds`. One config alone is a stack of one.
+    """
+    c = GPU_COST_CONSTANTS if constants is None else {**GPU_COST_CONSTANTS, **constants}
+    first, K = configs[0], len(configs)
+    model = getattr(first, "model", "vae")
+    n_train, n_test = _sizes(first)
+    B, S, epochs = int(first.batch_size), int(first.S), int(first.epochs)
+    steps = epochs * -(-n_train // B)
+    train = steps * (c["step_overhead_s"] + K * B * S / c["train_pairs_per_s"].get(model, 2.5e7))
+    eval_every = int(getattr(first, "eval_every", 0) or 0) or max(epochs, 1)
+    n_evals = epochs // eval_every + 2
+    evaluate = n_evals * K * n_test * int(first.eval_S) / c["eval_pairs_per_s"].get(model, 1.1e7)
+    bandits = [cfg for cfg in configs if _is_bandit(str(cfg.schedule))]
+    rounds = 0.0
+    if bandits:
+        window = dict(getattr(bandits[0], "schedule_options", ()) or ()).get("window", 6)
+        rounds = bandit_rounds(epochs, int(window)) * COST_CONSTANTS["bandit_early_factor"]
+    bandit = rounds * -(-len(bandits) // int(c["host_workers"])) * c["bandit_round_s"]
+    return float(c["startup_s"] + train + evaluate + bandit)
+
+
+def estimate_gpu_seconds(jobs: Sequence[Sequence[Any]], constants: dict[str, Any] | None = None) -> dict[str, float]:
+    """Rough wall seconds of a sweep on one GPU machine: its stacks one after the other on the GPU,
+    beside them the runs that cannot be stacked on ``host_workers`` CPU processes.
+
+    Args:
+        jobs: the sweep's jobs (:func:`tvolib.runs.stacks.stack_jobs`): lists of configs; a job of
+            one image-model config is a stack of one, a PCFG run is priced by :func:`estimate_seconds`.
+
+    Returns:
+        ``gpu_seconds`` (the stacks), ``cpu_seconds`` (makespan of the CPU-only runs) and
+        ``wall_seconds`` (the larger of the two).
+    """
+    c = GPU_COST_CONSTANTS if constants is None else {**GPU_COST_CONSTANTS, **constants}
+    gpu, cpu = 0.0, []
+    for job in jobs:
+        if getattr(job[0], "kind", "tvo") == "tvo":
+            gpu += estimate_stack_seconds(job, constants)
+        else:
+            cpu.extend(estimate_seconds(config) for config in job)
+    host = estimate_wall_seconds(cpu, int(c["host_workers"])) if cpu else 0.0
+    return {"gpu_seconds": gpu, "cpu_seconds": host, "wall_seconds": max(gpu, host)}

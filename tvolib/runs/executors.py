@@ -12,6 +12,11 @@ Executors (argument ``executor``, else ``$TVOLIB_EXECUTOR``, else ``"local"``):
 - ``submitit-local`` / ``debug``: the same submitit path with submitit's local (subprocesses) or
   debug (in process) executors, to test it without a cluster.
 
+Runs of one stack key can train together as one job (:mod:`tvolib.runs.stacks`; ``stack``, else
+``$TVOLIB_STACK``: ``auto`` stacks on CUDA): locally the stacks train one after the other in this
+process (the device is theirs) while the runs that cannot be stacked go to the process pool; with
+Slurm every stack is one task of the array.
+
 A failed run does not stop the others; :func:`run_configs` raises :class:`RunFailedError` at the
 end, naming each failed run and its error.
 """
@@ -36,9 +41,11 @@ from tvolib.checkpoint import atomic_write
 from tvolib.runs.cost import estimate_seconds
 from tvolib.runs.plan import default_workers, format_plan, plan
 from tvolib.runs.readers import results_frame, unique_configs
-from tvolib.runs.run import TrainArg, check_device, run_one
+from tvolib.runs.run import TrainArg, check_device, run_one, run_stack
+from tvolib.runs.stacks import resolve_stack, stack_jobs, stacking_active, sweep_max_stack
 from tvolib.runs.slurm import SlurmOptions, quiet_sacct, wait_for_jobs
-from tvolib.runs.store import ERROR_FILE, PROBLEMS, RunFolderError, config_digest, run_dir
+from tvolib.runs.store import ERROR_FILE, PROBLEMS, RunFolderError, config_digest, inspect_run, run_dir
+from tvolib.stacked import StepPool
 from tvolib.training.run_folder import check_writable
 
 __all__ = ["EXECUTORS", "RunFailedError", "resolve_executor", "run_configs", "SubmititRun"]
@@ -82,6 +89,36 @@ def _run_job(config: Any, options: dict[str, Any]) -> tuple[str, str | None]:
         return name, f"{type(e).__name__}: {e}"
 
 
+def _bandit_pool(jobs: Sequence[Sequence[Any]], cpus: int) -> StepPool | None:
+    """A :class:`StepPool` for the GP-bandit rounds of stacks when the host has cores to spare
+    (at least 4: on 2 cores a pool measured no faster than stepping inline), else ``None``."""
+    bandits = any(getattr(c, "schedule", "").startswith(("gp", "random")) for job in jobs if len(job) > 1 for c in job)
+    return StepPool(workers=min(cpus - 1, 64)) if bandits and cpus >= 4 else None
+
+
+def _run_stacks(stacks: Sequence[Sequence[Any]], options: dict[str, Any], cpus: int,
+                on_run: Any = None) -> dict[str, str]:
+    """Train each stack in this process (:func:`run_stack`), one after the other; ``{run: error}``."""
+    failures: dict[str, str] = {}
+    options = {k: v for k, v in options.items() if k != "train_fn"}  # stacks train with train_many
+    pool = _bandit_pool(stacks, cpus)
+    try:
+        for job in stacks:
+            try:
+                outcomes: list[Any] = run_stack(job, pool=pool, **options)
+            except Exception as e:  # noqa: BLE001 - e.g. a corrupt folder: every run of this stack fails with it
+                outcomes = [e] * len(job)
+            for config, outcome in zip(job, outcomes):
+                if isinstance(outcome, BaseException):
+                    failures[config_digest(config)] = f"{type(outcome).__name__}: {outcome}"
+                if on_run is not None:
+                    on_run()
+    finally:
+        if pool is not None:
+            pool.close()
+    return failures
+
+
 def _init_worker() -> None:
     """Pool initializer: one torch thread per worker so that workers do not oversubscribe the cores."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -94,9 +131,11 @@ def _progress_bar(total: int, enabled: bool, desc: str) -> Any:
     return tqdm(total=total, disable=not enabled, desc=desc, unit="run", file=sys.stdout)
 
 
-def _run_in_process(todo: Sequence[Any], options: dict[str, Any], progress: bool) -> dict[str, str]:
+def _run_in_process(todo: Sequence[Any], options: dict[str, Any], progress: bool,
+                    stacks: Sequence[Sequence[Any]] = ()) -> dict[str, str]:
     failures: dict[str, str] = {}
-    with _progress_bar(len(todo), progress, "runs") as bar:
+    with _progress_bar(len(todo) + sum(len(job) for job in stacks), progress, "runs") as bar:
+        failures.update(_run_stacks(stacks, options, os.cpu_count() or 1, on_run=lambda: bar.update(1)))
         for config in todo:
             name, error = _run_job(config, options)
             if error is not None:
@@ -105,13 +144,21 @@ def _run_in_process(todo: Sequence[Any], options: dict[str, Any], progress: bool
     return failures
 
 
-def _run_pool(todo: Sequence[Any], options: dict[str, Any], workers: int, progress: bool) -> dict[str, str]:
+def _run_pool(todo: Sequence[Any], options: dict[str, Any], workers: int, progress: bool,
+              stacks: Sequence[Sequence[Any]] = ()) -> dict[str, str]:
+    """``todo`` (single runs) in a process pool; meanwhile ``stacks`` train in this process."""
     failures: dict[str, str] = {}
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker)
+    total = len(todo) + sum(len(job) for job in stacks)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker) if todo else None
     try:
-        futures = {pool.submit(_run_job, config, options): config_digest(config) for config in todo}
-        with _progress_bar(len(todo), progress, "runs") as bar:
+        with _progress_bar(total, progress, "runs") as bar:
+            futures = {pool.submit(_run_job, config, options): config_digest(config) for config in todo} if pool else {}
+            for future in futures:
+                future.add_done_callback(lambda _: bar.update(1))
+            if stacks:
+                failures.update(_run_stacks(stacks, {**options, "progress": False}, os.cpu_count() or 1,
+                                            on_run=lambda: bar.update(1)))
             for future in as_completed(futures):
                 try:
                     name, error = future.result()
@@ -119,11 +166,12 @@ def _run_pool(todo: Sequence[Any], options: dict[str, Any], workers: int, progre
                     name, error = futures[future], f"{type(e).__name__}: {e} (worker process died)"
                 if error is not None:
                     failures[name] = error
-                bar.update(1)
     except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    if pool is not None:
+        pool.shutdown(wait=True)
     return failures
 
 
@@ -132,21 +180,35 @@ def _run_pool(todo: Sequence[Any], options: dict[str, Any], workers: int, progre
 # --------------------------------------------------------------------------------------------
 
 class SubmititRun(submitit.helpers.Checkpointable):
-    """A submitit job: ``run_one`` with fixed options.
+    """A submitit job: ``run_one`` of a config, or ``run_stack`` of a list of configs (a stack), with
+    fixed options.
 
     On timeout or preemption submitit calls :meth:`checkpoint` (inherited from ``Checkpointable``),
-    which requeues this same call; the trainer then resumes from the run's checkpoint, so a long
-    run spans several jobs.
+    which requeues this same call; the trainer then resumes from the runs' checkpoints, so a long
+    run spans several jobs. A stack job whose runs did not all finish raises :class:`RunFailedError`.
     """
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = dict(options)
 
-    def __call__(self, config: Any) -> dict[str, Any]:
+    def __call__(self, job: Any) -> Any:
         cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
         if cpus.isdigit():
             torch.set_num_threads(int(cpus))
-        return run_one(config, **self.options)
+        if not isinstance(job, list):
+            return run_one(job, **self.options)
+        pool = _bandit_pool([job], int(cpus) if cpus.isdigit() else 1)
+        options = {k: v for k, v in self.options.items() if k != "train_fn"}
+        try:
+            outcomes = run_stack(job, pool=pool, **options)
+        finally:
+            if pool is not None:
+                pool.close()
+        failed = {config_digest(c): f"{type(o).__name__}: {o}" for c, o in zip(job, outcomes)
+                  if isinstance(o, BaseException)}
+        if failed:
+            raise RunFailedError(failed)
+        return outcomes
 
 
 def _record_failure(config: Any, root: Path, detail: str) -> None:
@@ -161,39 +223,49 @@ def _record_failure(config: Any, root: Path, detail: str) -> None:
         atomic_write(error, lambda f: f.write(text), "w")
 
 
-def _wait_slurm(jobs: Sequence[Any], todo: Sequence[Any], root: Path, submitted_at: float,
+def _runs_of(task: Any) -> list[Any]:
+    """The configs of a job: a stack's list, or the one config."""
+    return list(task) if isinstance(task, list) else [task]
+
+
+def _wait_slurm(jobs: Sequence[Any], tasks: Sequence[Any], root: Path, submitted_at: float,
                 progress: bool, poll_s: float) -> dict[str, str]:
     """Wait for a Slurm array, reading state from files and squeue (never sacct)."""
-    by_job = {job.job_id: config for job, config in zip(jobs, todo)}
+    by_job = {job.job_id: task for job, task in zip(jobs, tasks)}
     failures: dict[str, str] = {}
     array_id = str(jobs[0].job_id).split("_")[0] if jobs else "?"
-    with _progress_bar(len(jobs), progress, f"slurm array {array_id}") as bar:
+    with _progress_bar(sum(len(_runs_of(t)) for t in tasks), progress, f"slurm array {array_id}") as bar:
         def finished(job_id: str, state: Any) -> None:
+            runs = _runs_of(by_job[job_id])
             if state.state == "failed":
-                config = by_job[job_id]
-                failures[config_digest(config)] = state.detail
-                _record_failure(config, root, state.detail)
-            bar.update(1)
+                for config in runs:  # in a failed stack, the runs that did not finish
+                    if inspect_run(config, root).status != "done":
+                        failures[config_digest(config)] = state.detail
+                        _record_failure(config, root, state.detail)
+            bar.update(len(runs))
 
-        wait_for_jobs(jobs, todo, root, submitted_at=submitted_at, poll_s=poll_s, on_finished=finished)
+        wait_for_jobs(jobs, tasks, root, submitted_at=submitted_at, poll_s=poll_s, on_finished=finished)
     return failures
 
 
-def _wait_submitit(jobs: Sequence[Any], todo: Sequence[Any], executor: str, progress: bool) -> dict[str, str]:
+def _wait_submitit(jobs: Sequence[Any], tasks: Sequence[Any], executor: str, progress: bool) -> dict[str, str]:
     failures: dict[str, str] = {}
-    with _progress_bar(len(jobs), progress, f"runs ({executor})") as bar:
-        for job, config in zip(jobs, todo):
+    with _progress_bar(sum(len(_runs_of(t)) for t in tasks), progress, f"runs ({executor})") as bar:
+        for job, task in zip(jobs, tasks):
+            runs = _runs_of(task)
             try:
                 job.result()
+            except RunFailedError as e:  # a stack: the runs that failed
+                failures.update(e.failures)
             except Exception as e:  # noqa: BLE001 - collected and raised after all jobs
-                failures[config_digest(config)] = f"{type(e).__name__}: {e}"
-            bar.update(1)
+                failures.update({config_digest(c): f"{type(e).__name__}: {e}" for c in runs})
+            bar.update(len(runs))
     return failures
 
 
-def _run_submitit(todo: Sequence[Any], options: dict[str, Any], executor: str, root: Path, progress: bool,
+def _run_submitit(tasks: Sequence[Any], options: dict[str, Any], executor: str, root: Path, progress: bool,
                   slurm: SlurmOptions, executor_options: Mapping[str, Any]) -> dict[str, str]:
-    """Submit ``todo`` as one job array and wait for it."""
+    """Submit ``tasks`` (configs, or lists of configs trained as one stack) as one job array and wait."""
     cluster = {"slurm": "slurm", "submitit-local": "local", "debug": "debug"}[executor]
     folder = Path(slurm.log_folder) if slurm.log_folder else root / "submitit"
     with quiet_sacct():
@@ -202,13 +274,16 @@ def _run_submitit(todo: Sequence[Any], options: dict[str, Any], executor: str, r
         base = slurm.to_submitit() if cluster == "slurm" else {"name": "tvolib", "timeout_min": 60}
         ex.update_parameters(**{**base, **executor_options})
         submitted_at = time.time() - 1.0
-        jobs = ex.map_array(SubmititRun(options), list(todo))
+        jobs = ex.map_array(SubmititRun(options), list(tasks))
         if cluster != "slurm":
-            return _wait_submitit(jobs, todo, executor, progress)
+            return _wait_submitit(jobs, tasks, executor, progress)
         if progress:
-            print(f"[tvolib] submitted {len(jobs)} run(s) as Slurm array {jobs[0].job_id.split('_')[0]} "
+            stacks = [t for t in tasks if isinstance(t, list)]
+            what = f"{len(jobs)} run(s)" if not stacks else \
+                f"{len(jobs)} job(s) ({sum(len(t) for t in stacks)} runs in {len(stacks)} stack(s))"
+            print(f"[tvolib] submitted {what} as Slurm array {jobs[0].job_id.split('_')[0]} "
                   f"(at most {slurm.array_parallelism} at once); logs in {folder}", flush=True)
-        return _wait_slurm(jobs, todo, root, submitted_at, progress, slurm.poll_s)
+        return _wait_slurm(jobs, tasks, root, submitted_at, progress, slurm.poll_s)
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,6 +318,8 @@ def run_configs(
     train_fn: TrainArg = None,
     slurm: SlurmOptions | Mapping[str, Any] | None = None,
     executor_options: Mapping[str, Any] | None = None,
+    stack: str | None = None,
+    max_stack: int | None = None,
 ) -> pd.DataFrame:
     """Make sure every config has a complete run, then return one row per distinct config.
 
@@ -266,6 +343,11 @@ def run_configs(
         slurm: :class:`~tvolib.runs.slurm.SlurmOptions` or a mapping of its fields (over the
             environment's), for ``executor="slurm"``.
         executor_options: submitit parameters applied last (submitit's names).
+        stack: ``"auto"`` (stack on CUDA), ``"on"`` or ``"off"`` (default ``$TVOLIB_STACK`` or
+            ``"auto"``), see :mod:`tvolib.runs.stacks`; stacked runs equal unstacked ones (bit for
+            bit on the CPU when per-run sizes are multiples of 16, see ``docs/stacking.md``).
+        max_stack: most runs per stack (default: what fits in the device's free memory, at most
+            :data:`~tvolib.runs.stacks.MAX_STACK`; for Slurm an 80 GB GPU is assumed).
 
     Returns:
         :func:`tvolib.runs.results_frame`: ``run``, ``kind``, ``digest``, the config's fields and
@@ -282,10 +364,15 @@ def run_configs(
     unique = unique_configs(configs)
     if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1):
         raise ValueError(f"max_workers must be a positive int or None, got {max_workers!r}")
-    check_device(device, here=name in ("local", "debug"))
+    here = name in ("local", "debug")
+    check_device(device, here=here)
     slurm_options = _slurm_options(slurm)
     workers = max_workers or default_workers()
-    p = plan(unique, results_root=root, workers=workers)
+    stacked = stacking_active(resolve_stack(stack), device, here=here)
+    size = sweep_max_stack(unique, max_stack, device, here=here) if stacked else None
+    gpu = stacked and (torch.cuda.is_available() if device is None and here else
+                       device is not None and torch.device(device).type == "cuda")
+    p = plan(unique, results_root=root, workers=workers, max_stack=size, gpu=gpu)
     if progress or dry_run:
         print(format_plan(p, name), flush=True)
     if dry_run:
@@ -299,13 +386,24 @@ def run_configs(
         todo.sort(key=estimate_seconds, reverse=True)  # largest first: near the best makespan (LPT)
         options = {"results_root": str(root), "data_root": None if data_root is None else str(data_root),
                    "device": device, "train_fn": train_fn, "repair": repair}
-        if name == "local" and min(workers, len(todo)) == 1:
-            failures = _run_in_process(todo, {**options, "progress": None}, progress)
-        elif name == "local":
-            failures = _run_pool(todo, {**options, "progress": False}, min(workers, len(todo)), progress)
-        else:
-            failures = _run_submitit(todo, {**options, "progress": False}, name, root, progress,
-                                     slurm_options, dict(executor_options or {}))
+        jobs = stack_jobs(todo, size) if size else [[c] for c in todo]
+        if any(len(job) > 1 for job in jobs) and train_fn is not None:
+            raise ValueError("train_fn replaces the single-run trainer and cannot be stacked; pass stack='off'")
+        failures = _run_jobs(jobs, options, name, root, workers, progress, slurm_options, executor_options)
         if failures:
             raise RunFailedError(failures, root)
     return results_frame(unique, results_root=root)
+
+
+def _run_jobs(jobs: list[list[Any]], options: dict[str, Any], executor: str, root: Path, workers: int,
+              progress: bool, slurm: SlurmOptions, executor_options: Mapping[str, Any] | None) -> dict[str, str]:
+    """Run the jobs (stacks and single runs) on ``executor``; ``{run: error}`` of the failed runs."""
+    singles = [job[0] for job in jobs if len(job) == 1]
+    stacks = [job for job in jobs if len(job) > 1]
+    if executor == "local" and min(workers, len(singles)) <= 1:
+        return _run_in_process(singles, {**options, "progress": None}, progress, stacks)
+    if executor == "local":
+        return _run_pool(singles, {**options, "progress": False}, min(workers, len(singles)), progress, stacks)
+    tasks = [job if len(job) > 1 else job[0] for job in jobs]
+    return _run_submitit(tasks, {**options, "progress": False}, executor, root, progress, slurm,
+                         dict(executor_options or {}))

@@ -2,7 +2,9 @@
 
 The cost of one run comes from :func:`tvolib.runs.cost.estimate_seconds` (single-thread CPU
 seconds); the wall time on ``workers`` parallel workers from
-:func:`tvolib.runs.cost.estimate_wall_seconds` (largest run first).
+:func:`tvolib.runs.cost.estimate_wall_seconds` (largest run first). With stacking, the runs to do
+are grouped into jobs (:func:`tvolib.runs.stacks.stack_jobs`), and on a GPU the wall time comes
+from :func:`tvolib.runs.cost.estimate_gpu_seconds`.
 """
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from tvolib.runs.cost import estimate_seconds, estimate_wall_seconds
+from tvolib.runs.cost import estimate_gpu_seconds, estimate_seconds, estimate_wall_seconds
 from tvolib.runs.readers import config_fields, unique_configs
+from tvolib.runs.stacks import stack_jobs, stack_label
 from tvolib.runs.store import ERROR_FILE, PROBLEMS, config_kind, error_headline, inspect_run, run_dir
 
 __all__ = ["status", "plan", "format_plan", "format_seconds", "default_workers", "run_status"]
@@ -56,7 +59,8 @@ def status(configs: Iterable[Any], results_root: Root = None) -> pd.DataFrame:
     Returns:
         One row per config: ``run`` (folder name), ``kind``, ``digest``, ``status`` (see
         :func:`run_status`), ``error`` (the reason of a corrupt/foreign folder, else the last line
-        of ``error.txt`` of an unfinished run), ``est_seconds`` and the config's fields.
+        of ``error.txt`` of an unfinished run), ``est_seconds``, ``stack`` (:func:`~tvolib.runs.stacks.stack_label`:
+        runs with equal labels can train as one stack) and the config's fields.
 
     Example:
         >>> status(sweeps.fig4_vae_mnist_fashion("smoke"))["status"].value_counts()  # doctest: +SKIP
@@ -71,7 +75,7 @@ def status(configs: Iterable[Any], results_root: Root = None) -> pd.DataFrame:
         rows.append({
             "run": folder.name, "kind": config_kind(config), "digest": config.digest(),
             "status": state.status, "error": error,
-            "est_seconds": estimate_seconds(config), **config_fields(config),
+            "est_seconds": estimate_seconds(config), "stack": stack_label(config), **config_fields(config),
         })
     return pd.DataFrame(rows)
 
@@ -80,33 +84,52 @@ def _count(frame: pd.DataFrame, *states: str) -> int:
     return int(frame["status"].isin(states).sum()) if len(frame) else 0
 
 
-def plan(configs: Iterable[Any], *, results_root: Root = None, workers: int | None = None) -> dict[str, Any]:
+def plan(configs: Iterable[Any], *, results_root: Root = None, workers: int | None = None,
+         max_stack: int | None = None, gpu: bool = False) -> dict[str, Any]:
     """What :func:`tvolib.runs.run_configs` would do.
 
     Args:
         configs: run configs.
         results_root: the results folder.
         workers: parallel workers assumed for the wall time (default :func:`default_workers`).
+        max_stack: the stack size when runs are stacked (``None``: no stacking).
+        gpu: price the runs on one GPU (:func:`~tvolib.runs.cost.estimate_gpu_seconds`) instead
+            of on ``workers`` CPU processes.
 
     Returns:
         ``total``, ``cached``, ``partial``, ``missing``, ``problems`` (corrupt or foreign),
-        ``to_run`` (everything not done), ``workers``, ``est_cpu_seconds``, ``est_wall_seconds``
-        and ``status`` (the :func:`status` frame).
+        ``to_run`` (everything not done), ``workers``, ``stacks`` (jobs of more than one run),
+        ``stacked_runs``, ``max_stack``, ``gpu``, ``est_cpu_seconds``, ``est_wall_seconds`` and
+        ``status`` (the :func:`status` frame).
     """
+    configs = unique_configs(configs)
     frame = status(configs, results_root)
-    todo = frame[frame["status"] != "done"] if len(frame) else frame
+    done = set(frame.loc[frame["status"] == "done", "run"]) if len(frame) else set()
+    todo_configs = [c for c in configs if run_dir(c, results_root).name not in done]
+    jobs = stack_jobs(todo_configs, max_stack) if max_stack else [[c] for c in todo_configs]
+    stacks = [job for job in jobs if len(job) > 1]
     workers = workers or default_workers()
-    costs = list(todo["est_seconds"]) if len(todo) else []
+    costs = [estimate_seconds(c) for c in todo_configs]
+    if not costs:
+        wall = 0.0
+    elif gpu:
+        wall = estimate_gpu_seconds(jobs)["wall_seconds"]
+    else:
+        wall = estimate_wall_seconds([sum(estimate_seconds(c) for c in job) for job in jobs], workers)
     return {
         "total": len(frame),
         "cached": _count(frame, "done"),
         "partial": _count(frame, "partial"),
         "missing": _count(frame, "missing"),
         "problems": _count(frame, *PROBLEMS),
-        "to_run": len(todo),
+        "to_run": len(todo_configs),
         "workers": workers,
+        "stacks": len(stacks),
+        "stacked_runs": sum(len(job) for job in stacks),
+        "max_stack": max_stack,
+        "gpu": gpu,
         "est_cpu_seconds": float(sum(costs)),
-        "est_wall_seconds": float(estimate_wall_seconds(costs, workers)) if costs else 0.0,
+        "est_wall_seconds": float(wall),
         "status": frame,
     }
 
@@ -127,9 +150,10 @@ def format_plan(p: Mapping[str, Any], executor: str = "local") -> str:
     if p.get("problems"):
         line += f", {p['problems']} corrupt or foreign"
     line += f" -> {p['to_run']} to run"
+    if p.get("stacks"):
+        line += f" ({p['stacked_runs']} of them in {p['stacks']} stack(s) of at most {p['max_stack']} runs)"
     if p["to_run"]:
-        line += (f" on executor '{executor}'"
-                 + (f" with {p['workers']} worker(s)" if executor == "local" else "")
-                 + f"; estimated {format_seconds(p['est_wall_seconds'])} wall "
-                 f"({format_seconds(p['est_cpu_seconds'])} single-thread)")
+        where = " on one GPU" if p.get("gpu") else (f" with {p['workers']} worker(s)" if executor == "local" else "")
+        line += (f" on executor '{executor}'{where}; estimated {format_seconds(p['est_wall_seconds'])} wall "
+                 f"({format_seconds(p['est_cpu_seconds'])} single-thread CPU)")
     return line

@@ -11,14 +11,16 @@ import json
 import os
 import time
 import traceback
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 
 from tvolib.checkpoint import atomic_write
 from tvolib.config import resolve_device
 from tvolib.runs.kinds import TrainFn, get_kind
+from tvolib.training.many import TrainManyError, train_many
 from tvolib.training.run_folder import RunFolder, RunLockedError
 from tvolib.runs.readers import load_final
 from tvolib.runs.store import (
@@ -26,7 +28,7 @@ from tvolib.runs.store import (
     clear_run, config_kind, config_record, inspect_run, run_dir, write_json, write_records_csv,
 )
 
-__all__ = ["RunLockedError", "TrainArg", "check_device", "run_one"]
+__all__ = ["RunLockedError", "TrainArg", "check_device", "run_one", "run_stack"]
 
 #: A trainer replacing the kinds' (or ``{kind: trainer}``), for tests.
 TrainArg = TrainFn | Mapping[str, TrainFn] | None
@@ -80,29 +82,63 @@ def _read_wall(folder: Path) -> float:
         return 0.0
 
 
+def _record(result: Any, config: Any, folder: Path, wall_seconds: float) -> dict[str, Any]:
+    """Write a trained run's CSVs and ``final.json`` (last); raise if the trainer's run is incomplete."""
+    final = dict(_get(result, "final", {}) or {})
+    if final.get("completed", True) is False:
+        raise RuntimeError(
+            f"the trainer returned an incomplete run ({final.get('epochs')} of {getattr(config, 'epochs', '?')} "
+            f"epochs); not marking {folder.name} as done"
+        )
+    write_records_csv(folder / HISTORY_FILE, list(_get(result, "history", []) or []))
+    write_records_csv(folder / SCHEDULE_FILE, list(_get(result, "schedule_history", []) or []))
+    final.setdefault("wall_seconds", wall_seconds)
+    final["digest"] = config.digest()
+    final["kind"] = config_kind(config)
+    write_json(folder / FINAL_FILE, final)  # last: marks completion
+    return final
+
+
+def _record_failure(folder: Path, wall_seconds: float, error: BaseException) -> None:
+    """``wall_time.json`` (summed into the next attempt's) and ``error.txt`` with ``error``'s traceback."""
+    write_json(folder / WALL_FILE, {"seconds": wall_seconds})
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    atomic_write(folder / ERROR_FILE, lambda f: f.write(text), "w")
+
+
 def _train_and_record(fn: TrainFn, config: Any, folder: Path, options: Mapping[str, Any]) -> dict[str, Any]:
     """Train, then write the CSVs and ``final.json`` (last); on failure write ``error.txt`` and re-raise."""
     previous = _read_wall(folder)
     start = time.perf_counter()
     try:
-        result = fn(config, folder, **options)
-        final = dict(_get(result, "final", {}) or {})
-        if final.get("completed", True) is False:
-            raise RuntimeError(
-                f"the trainer returned an incomplete run ({final.get('epochs')} of {getattr(config, 'epochs', '?')} "
-                f"epochs); not marking {folder.name} as done"
-            )
-        write_records_csv(folder / HISTORY_FILE, list(_get(result, "history", []) or []))
-        write_records_csv(folder / SCHEDULE_FILE, list(_get(result, "schedule_history", []) or []))
-        final.setdefault("wall_seconds", previous + time.perf_counter() - start)
-        final["digest"] = config.digest()
-        final["kind"] = config_kind(config)
-        write_json(folder / FINAL_FILE, final)  # last: marks completion
-    except Exception:
-        write_json(folder / WALL_FILE, {"seconds": previous + time.perf_counter() - start})
-        atomic_write(folder / ERROR_FILE, lambda f: f.write(traceback.format_exc()), "w")
+        return _record(fn(config, folder, **options), config, folder, previous + time.perf_counter() - start)
+    except Exception as error:
+        _record_failure(folder, previous + time.perf_counter() - start, error)
         raise
-    return final
+
+
+def _open_folder(config: Any, results_root: str | os.PathLike[str] | None, repair: bool) -> tuple[Path, dict | None]:
+    """Check ``config`` and its folder: ``(folder, final)`` with ``final`` when the run is complete.
+
+    A corrupt or foreign folder raises :class:`RunFolderError`, or is cleared with ``repair``.
+    """
+    config_kind(config)
+    config.validate()
+    state = inspect_run(config, results_root)
+    if state.status == "done":
+        return run_dir(config, results_root), load_final(config, results_root)
+    if state.status in PROBLEMS:
+        if not repair:
+            raise RunFolderError([(run_dir(config, results_root), state.status, state.reason)])
+        clear_run(config, results_root)
+    return run_dir(config, results_root), None
+
+
+def _start_attempt(config: Any, folder: Path) -> None:
+    """A locked folder about to train: its ``config.json`` written, the last attempt's error removed."""
+    if not (folder / CONFIG_FILE).exists():
+        write_json(folder / CONFIG_FILE, config_record(config))
+    (folder / ERROR_FILE).unlink(missing_ok=True)
 
 
 def run_one(
@@ -137,22 +173,81 @@ def run_one(
     Example:
         >>> run_one(RunConfig(model="vae", dataset="mnist", epochs=2), device="cpu")  # doctest: +SKIP
     """
-    kind = config_kind(config)
-    config.validate()
     check_device(device)
-    state = inspect_run(config, results_root)
-    if state.status == "done":
-        return load_final(config, results_root)
-    if state.status in PROBLEMS:
-        if not repair:
-            raise RunFolderError([(run_dir(config, results_root), state.status, state.reason)])
-        clear_run(config, results_root)
-    folder = run_dir(config, results_root)
+    folder, final = _open_folder(config, results_root, repair)
+    if final is not None:
+        return final
     with RunFolder(folder):  # checked writable, locked (the trainer enters it again), stale temps removed
         if (folder / FINAL_FILE).exists():  # finished by another process since inspect_run
             return load_final(config, results_root)
-        if not (folder / CONFIG_FILE).exists():
-            write_json(folder / CONFIG_FILE, config_record(config))
-        (folder / ERROR_FILE).unlink(missing_ok=True)
+        _start_attempt(config, folder)
         options = {"data_root": data_root, "device": device, "progress": progress}
-        return _train_and_record(_train_fn(train_fn, kind), config, folder, options)
+        return _train_and_record(_train_fn(train_fn, config_kind(config)), config, folder, options)
+
+
+def run_stack(
+    configs: Sequence[Any],
+    *,
+    results_root: str | os.PathLike[str] | None = None,
+    data_root: str | os.PathLike[str] | None = None,
+    device: str | None = None,
+    progress: bool | None = None,
+    repair: bool = False,
+    pool: Any = None,
+) -> list[dict[str, Any] | BaseException]:
+    """Run ``configs`` as one stack (:func:`tvolib.training.train_many`) into their folders, or read them.
+
+    The stacked counterpart of :func:`run_one`: each folder is verified, locked and resumed the same
+    way, and each finished run gets the files :func:`run_one` writes. ``wall_seconds`` of a stacked
+    run is its share of the stack's wall time (the stack's time divided by its runs). A run that
+    fails or diverges gets its ``error.txt``; the others go on.
+
+    Args:
+        configs: configs of one :func:`~tvolib.training.many.stack_key` (others train alone,
+            one after the other).
+        results_root, data_root, device, progress, repair: as for :func:`run_one`.
+        pool: a :class:`~tvolib.stacked.StepPool` for the GP-bandit rounds (default: inline).
+
+    Returns:
+        Per config, its final metrics or the exception that stopped it.
+
+    Example:
+        >>> outcomes = run_stack(sweeps.fig4_vae_mnist_fashion("smoke")[:4], device="cpu")  # doctest: +SKIP
+    """
+    check_device(device)
+    opened = [_open_folder(config, results_root, repair) for config in configs]
+    outcomes: list[dict[str, Any] | BaseException | None] = [final for _, final in opened]
+    todo = [i for i, final in enumerate(outcomes) if final is None]
+    with ExitStack() as locks:
+        for i in list(todo):
+            folder = opened[i][0]
+            locks.enter_context(RunFolder(folder))
+            if (folder / FINAL_FILE).exists():  # finished by another process since inspect_run
+                outcomes[i] = load_final(configs[i], results_root)
+                todo.remove(i)
+            else:
+                _start_attempt(configs[i], folder)
+        if todo:
+            _train_stack(configs, [opened[i][0] for i in todo], todo, outcomes,
+                         dict(data_root=data_root, device=device, progress=progress, pool=pool))
+    return outcomes  # type: ignore[return-value]
+
+
+def _train_stack(configs: Sequence[Any], folders: list[Path], todo: list[int], outcomes: list[Any],
+                 options: dict[str, Any]) -> None:
+    """``train_many`` over ``todo``; each run's files (or ``error.txt``) written and its outcome set."""
+    previous = [_read_wall(folder) for folder in folders]
+    start = time.perf_counter()
+    try:
+        results: list[Any] = train_many([configs[i] for i in todo], folders, **options)
+    except TrainManyError as err:
+        results = err.outcomes
+    share = (time.perf_counter() - start) / len(todo)
+    for i, folder, before, result in zip(todo, folders, previous, results):
+        try:
+            if isinstance(result, BaseException):
+                raise result
+            outcomes[i] = _record(result, configs[i], folder, before + share)
+        except Exception as error:  # noqa: BLE001 -- this run's failure, recorded; the others go on
+            _record_failure(folder, before + share, error)
+            outcomes[i] = error

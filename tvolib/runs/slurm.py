@@ -172,12 +172,12 @@ def _read_result(path: Path) -> tuple[str, Any] | None:
     return outcome if isinstance(outcome, tuple) and len(outcome) == 2 else None
 
 
-def job_state(config: Any, results_root: str | os.PathLike[str], result_file: Path, queue_state: str | None,
+def job_state(config: Any | list[Any], results_root: str | os.PathLike[str], result_file: Path, queue_state: str | None,
               submitted_at: float) -> JobState:
     """The state of one array task, from files and the queue only.
 
     Args:
-        config: the task's run config.
+        config: the task's run config, or the list of configs of a stack task (done when all are).
         results_root: the results folder.
         result_file: submitit's result pickle of the task (``("success", x)`` or ``("error", tb)``).
         queue_state: the task's ``squeue -t all`` state, ``None`` when it is not in the queue.
@@ -188,20 +188,23 @@ def job_state(config: Any, results_root: str | os.PathLike[str], result_file: Pa
         or the Slurm state it ended in (e.g. ``"Slurm state CANCELLED"``). A task that ``COMPLETED``
         without a result yet, or left the queue, is ``"lost"``.
     """
-    run = inspect_run(config, results_root)
-    if run.status == "done":
+    configs = config if isinstance(config, list) else [config]
+    states = [inspect_run(c, results_root) for c in configs]
+    if all(run.status == "done" for run in states):
         return JobState("done")
-    if run.status in PROBLEMS:
-        return JobState("failed", f"run folder {run.status}: {run.reason}")
+    for run in states:
+        if run.status in PROBLEMS:
+            return JobState("failed", f"run folder {run.status}: {run.reason}")
+    run = next(run for run in states if run.status != "done")
     outcome = _read_result(result_file)
     if outcome is not None and outcome[0] == "error":
         return JobState("failed", error_headline(str(outcome[1])))
     if outcome is not None:
         return JobState("failed", f"the job returned but its run folder is {run.status}")
-    error = run_dir(config, results_root) / ERROR_FILE
-    with contextlib.suppress(OSError):
-        if error.stat().st_mtime >= submitted_at and queue_state not in _RUNNING | _PENDING:
-            return JobState("failed", error_headline(error.read_text(errors="replace")))
+    for error in (run_dir(c, results_root) / ERROR_FILE for c in configs):
+        with contextlib.suppress(OSError):
+            if error.stat().st_mtime >= submitted_at and queue_state not in _RUNNING | _PENDING:
+                return JobState("failed", error_headline(error.read_text(errors="replace")))
     if queue_state in _RUNNING:
         return JobState("running", queue_state)
     if queue_state in _PENDING:
@@ -258,7 +261,7 @@ def wait_for_jobs(jobs: Sequence[Any], configs: Sequence[Any], results_root: str
     """Poll until every job is done or failed; return ``{job_id: final JobState}``.
 
     ``jobs`` are submitit jobs (``job_id``, ``paths.result_pickle``, ``paths.stderr``) in the order
-    of ``configs``. A task that stays ``lost`` for ``lost_after_s`` seconds counts as failed (killed,
+    of ``configs`` (a config, or a stack's list of configs, per job). A task that stays ``lost`` for ``lost_after_s`` seconds counts as failed (killed,
     cancelled or out of memory before writing anything). A failed task's detail names its log file.
     """
     pending = {job.job_id: (job, config) for job, config in zip(jobs, configs)}
