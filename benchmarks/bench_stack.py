@@ -10,12 +10,12 @@ the speed-up column divides by the K = 1 stack's rate at the same S.
 Data: the MNIST training images from ``$TVOLIB_DATA`` (or ``--data-root``) when present, else
 random binary images of MNIST's size (the timing does not depend on the pixel values).
 
-After the table it prints hour estimates for Fig 4's sweep (2 datasets x 4 schedules x 4 d x
-2 S x 5 seeds = 320 runs of ``--steps-per-epoch`` minibatches): the ``paper`` profile (10,000
-epochs, IWAE-5000 every 200) and the ``gpu`` profile (as many epochs as fit in ``--gpu-hours``),
-from the best measured run-steps/s at each S. Evaluation is costed separately at
-``--eval-seconds`` per evaluation and run (default: the single-run IWAE-5000 over the 10k test
-points on one H200).
+Each row also shows the run-steps/s that the runner's GPU cost model (``tvolib.runs.cost``,
+calibrated on one H200) predicts, to check it on the GPU at hand. After the table it prints hour estimates for Fig 4's sweep (2 datasets x 4 schedules x 4 d
+x 2 S x 5 seeds = 320 runs of ``--steps-per-epoch`` minibatches) at the ``gpu`` and ``paper``
+profiles from the best measured run-steps/s at each S, next to the cost model's estimate of every
+figure. Evaluation is costed separately at ``--eval-seconds`` per IWAE-5000 evaluation and run
+(default: one run over the 10k test points on one H200), scaled to the profile's ``eval_S``.
 
 ``--bandit-K K`` adds the GP-bandit rounds of a stack: K schedules at d = ``--bandit-d`` with
 ``--bandit-N`` observations each, one round each, stepped one by one in this process (one thread)
@@ -48,7 +48,9 @@ from tvolib.bandit import GPBanditSchedule  # noqa: E402
 from tvolib.data import load_dataset  # noqa: E402
 from tvolib.models import build_model  # noqa: E402
 from tvolib.paper.profiles import PROFILES  # noqa: E402
-from tvolib.runs.cost import bandit_rounds  # noqa: E402
+from tvolib.paper.sweeps import all_configs  # noqa: E402
+from tvolib.runs.cost import GPU_COST_CONSTANTS, bandit_rounds, estimate_gpu_seconds  # noqa: E402
+from tvolib.runs.stacks import MAX_STACK, stack_jobs  # noqa: E402
 from tvolib.stacked import StackedModel, StepPool, step_schedules  # noqa: E402
 from tvolib.stacked.objectives import left_points, stacked_loss  # noqa: E402
 from tvolib.stacked.optim import StackedAdam  # noqa: E402
@@ -121,21 +123,28 @@ def sweep_hours(rates: dict[int, float], epochs: int, steps_per_epoch: int, eval
     return train / 3600, evaluations * eval_seconds / 3600
 
 
-def print_hours(rates: dict[int, float], steps_per_epoch: int, eval_seconds: float, gpu_hours: float) -> None:
-    """The ``paper`` and ``gpu`` profiles' estimates for Fig 4's sweep (320 runs)."""
+def model_rate(K: int, S: int, batch: int, model: str) -> float:
+    """Run-steps/s of a K-run stack predicted by the runner's cost model (``GPU_COST_CONSTANTS``)."""
+    c = GPU_COST_CONSTANTS
+    return K / (c["step_overhead_s"] + K * batch * S / c["train_pairs_per_s"][model])
+
+
+def print_hours(rates: dict[int, float], steps_per_epoch: int, eval_seconds: float) -> None:
+    """Fig 4's sweep (320 runs) at the ``gpu`` and ``paper`` profiles from the measured rates, next to
+    the cost model's estimate of every figure on one GPU (what ``python -m tvolib run`` prints)."""
     if not {10, 50} <= set(rates):
         print("# hour estimates need measured rates at S = 10 and S = 50")
         return
-    paper = PROFILES["paper"]
-    per_epoch = sum(FIG4_RUNS_PER_S * steps_per_epoch / rates[S] for S in (10, 50))  # seconds per epoch of all runs
-    gpu_epochs = int(gpu_hours * 3600 / per_epoch)
     print(f"\n# Fig 4 sweep: {2 * FIG4_RUNS_PER_S} runs x {steps_per_epoch} steps/epoch at "
           f"{rates[10]:.0f} (S=10) / {rates[50]:.0f} (S=50) run-steps/s; evaluation {eval_seconds:g} s per run")
-    print(f"{'profile':>8} {'epochs':>7} {'train h':>8} {'eval h':>7} {'total h':>8}")
-    for name, epochs, every in (("paper", paper.epochs, paper.eval_every), ("gpu", gpu_epochs, paper.eval_every)):
-        train, evaluation = sweep_hours(rates, epochs, steps_per_epoch, every, eval_seconds)
-        print(f"{name:>8} {epochs:>7} {train:8.1f} {evaluation:7.1f} {train + evaluation:8.1f}")
-    print(f"# gpu: the epochs whose training fits {gpu_hours:g} h; evaluation is extra unless stacked")
+    print(f"{'profile':>8} {'epochs':>7} {'train h':>8} {'eval h':>7} {'total h':>8} {'cost model, all figures h':>26}")
+    for name in ("gpu", "paper"):
+        profile = PROFILES[name]
+        scale = profile.eval_S / 5000  # --eval-seconds is one IWAE-5000 evaluation
+        train, evaluation = sweep_hours(rates, profile.epochs, steps_per_epoch, profile.eval_every, eval_seconds * scale)
+        model = estimate_gpu_seconds(stack_jobs(all_configs(profile), MAX_STACK))["wall_seconds"] / 3600
+        print(f"{name:>8} {profile.epochs:>7} {train:8.1f} {evaluation:7.1f} {train + evaluation:8.1f} {model:26.1f}")
+    print("# evaluation costed unstacked, one run at a time")
 
 
 # ----- bandit rounds of a stack ------------------------------------------------------------------
@@ -233,7 +242,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--steps-per-epoch", type=int, default=60, help="MNIST at batch 1000 (Omniglot: 25)")
     parser.add_argument("--eval-seconds", type=float, default=4.4, help="one IWAE-5000 evaluation of one run")
-    parser.add_argument("--gpu-hours", type=float, default=3.0, help="the gpu profile's budget")
     parser.add_argument("--bandit-K", type=int, default=0, help="also time K GP-bandit rounds (0: no)")
     parser.add_argument("--bandit-d", type=int, default=15)
     parser.add_argument("--bandit-N", type=int, nargs="+", default=[40, 200])
@@ -253,7 +261,7 @@ def main() -> None:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
     print(f"# {name}, torch {torch.__version__}, model {args.model}, batch {args.batch}, tf32={args.tf32}, "
           f"bf16={args.bf16}, compile={args.compile}")
-    print(f"{'S':>4} {'K':>5} {'run-steps/s':>12} {'x K=1':>7}")
+    print(f"{'S':>4} {'K':>5} {'run-steps/s':>12} {'x K=1':>7} {'GPU model':>11}")
     best: dict[int, float] = {}
     for S in args.S:
         base = None
@@ -268,8 +276,8 @@ def main() -> None:
             base = rate if K == 1 else base
             best[S] = max(best.get(S, 0.0), rate)
             ratio = f"{rate / base:7.2f}" if base else "      -"
-            print(f"{S:>4} {K:>5} {rate:12.1f} {ratio}", flush=True)
-    print_hours(best, args.steps_per_epoch, args.eval_seconds, args.gpu_hours)
+            print(f"{S:>4} {K:>5} {rate:12.1f} {ratio} {model_rate(K, S, args.batch, args.model):11.1f}", flush=True)
+    print_hours(best, args.steps_per_epoch, args.eval_seconds)
     if args.trainers:
         bench_trainers(args.trainers, args.S, args.batch, args.trainer_epochs, args.n_train, args.data_root, device)
     if args.bandit_K:
