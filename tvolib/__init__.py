@@ -12,8 +12,8 @@ module             job
 ``models/``        Gaussian VAE, Sigmoid Belief Network, linear-Gaussian toy, PCFG (``models/pcfg/``)
 ``data/``          MNIST, Fashion-MNIST, binarized MNIST, Omniglot: checked files, parsed caches
 ``training/``      THE training loop (``loop``), the image and PCFG experiments, evaluation
-``stacked/``       many runs of one configuration as one batched computation (GPU)
-``runs/``          results folders, the cache, local/Slurm executors, status and plan
+``stacked/``       many runs of one shape as one batched computation (``training.train_many``)
+``runs/``          results folders, the cache, stacks, local/Slurm executors, status, plan, cost
 ``paper/``         profiles, every figure's sweep, names, analysis, captions, ``figures.figure``
 ``plotting/``      drawing only (matplotlib/seaborn), no computation
 ``config``         the config base class (JSON round trip, digest); ``checkpoint``: atomic files

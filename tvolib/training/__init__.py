@@ -8,7 +8,8 @@
 * :mod:`~tvolib.training.pcfg` and :mod:`~tvolib.training.pcfg_metrics`: the PCFG (:class:`PCFGConfig`,
   :func:`train_pcfg`) and its exact metrics;
 * :mod:`~tvolib.training.evaluate`: test log p(x) by IWAE;
-* :mod:`~tvolib.training.many`: :func:`train_many`, many runs stacked into one batched computation;
+* :mod:`~tvolib.training.many`: :func:`train_many`, many runs stacked into one batched computation
+  (:mod:`~tvolib.training.stack_runs`: one run of a stack as the loop sees it, and the stack's batched work);
 * :mod:`~tvolib.training.kinds`: trainers by config kind and :func:`load_model`.
 """
 from tvolib.training.images import RunConfig, train
