@@ -6,7 +6,7 @@ schedules and seeds may differ) train as one stack (:func:`tvolib.training.train
 becomes a list of *jobs*: each job is a stack of up to ``max_stack`` runs, or one run that cannot
 be stacked (the PCFG, other objectives). Modes (argument ``stack``, else ``$TVOLIB_STACK``):
 
-- ``auto`` (default): stack on CUDA, not on the CPU, where stacking measured no faster (1.1x on
+- ``auto`` (default): stack on CUDA, not on the CPU, where stacking measured no faster (0.8-1.2x on
   2 cores) and single runs in a process pool use the cores as well;
 - ``on``: stack on any device (the CPU path is exact and tested: use it to check a stacked sweep);
 - ``off``: one job per run, as before stacking existed.
