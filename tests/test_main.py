@@ -42,6 +42,17 @@ def test_dry_run_and_status(root, capsys):
     assert "table_permutation" in out and "all (distinct runs)" in out and "corrupt" in out and "foreign" in out
 
 
+def test_dry_run_shows_stacks_and_the_gpu_profile_compares_with_paper(root, capsys):
+    assert main(["run", "fig4", "--profile", "smoke", "--dry-run", "--stack", "on", "--max-stack", "3",
+                 "--results-root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "16 to run (12 of them in 4 stack(s) of at most 3 runs)" in out and "stack" in out.splitlines()[2]
+    assert main(["run", "fig2", "--profile", "gpu", "--dry-run", "--results-root", str(root)]) == 0
+    assert "the paper profile would take about" in capsys.readouterr().out
+    assert main(["list"]) == 0
+    assert "gpu: 965 runs" in capsys.readouterr().out
+
+
 def test_run_config_status_and_damaged_folder(root, tmp_path, capsys, fake_tvo):
     c = cfg()
     path = tmp_path / "config.json"
@@ -64,6 +75,7 @@ def test_run_config_status_and_damaged_folder(root, tmp_path, capsys, fake_tvo):
     (["run", "fig2", "--profile", "smoke", "--executor", "mpi"], "unknown executor 'mpi'"),
     (["run", "fig2", "--profile", "smoke", "--executor", "slurm", "--slurm-array-parallelism", "0"],
      "array_parallelism must be an int >= 1"),
+    (["run", "fig2", "--profile", "smoke", "--stack", "on", "--max-stack", "0"], "max_stack=0 must be"),
     (["run-config", "{missing}"], "no config file at"),
     (["run-config", "{bad_json}"], "is not valid JSON"),
     (["run-config", "{bad_model}"], "model='gan'"),

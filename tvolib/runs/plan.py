@@ -153,7 +153,8 @@ def format_plan(p: Mapping[str, Any], executor: str = "local") -> str:
     if p.get("stacks"):
         line += f" ({p['stacked_runs']} of them in {p['stacks']} stack(s) of at most {p['max_stack']} runs)"
     if p["to_run"]:
-        where = " on one GPU" if p.get("gpu") else (f" with {p['workers']} worker(s)" if executor == "local" else "")
-        line += (f" on executor '{executor}'{where}; estimated {format_seconds(p['est_wall_seconds'])} wall "
+        where = f" with {p['workers']} worker(s)" if executor == "local" and not p.get("gpu") else ""
+        wall = " on one GPU" if p.get("gpu") else " wall"
+        line += (f" on executor '{executor}'{where}; estimated {format_seconds(p['est_wall_seconds'])}{wall} "
                  f"({format_seconds(p['est_cpu_seconds'])} single-thread CPU)")
     return line
