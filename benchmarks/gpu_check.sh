@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-GPU check of stacked training, within 8 minutes: the CUDA tests, bench_stack.py (with the GP-bandit
-# rounds of a K=64 stack through a worker pool), the trainers end to end (train vs train_many), and a
-# 20-epoch stacked run at paper scale (full MNIST, batch 1000).
+# rounds of a K=64 stack through a worker pool), the trainers end to end (train vs train_many), the runner
+# stacking a smoke sweep on CUDA, and a 20-epoch stacked run at paper scale (full MNIST, batch 1000).
 # Needs only torch, botorch, gpytorch, pandas, seaborn, pytest, hypothesis and this repository.
 #
 # Data travel gzipped (the copy sent to the GPU machine must stay small):
@@ -49,6 +49,11 @@ timeout 150 $PY benchmarks/bench_stack.py --device cuda --K 1 --S 10 50 --steps 
 echo "== train and train_many end to end (fp32 eager), K = 8 and 32, S = 10 and 50 =="
 timeout 120 $PY benchmarks/bench_stack.py --device cuda --K 1 --S 10 50 --steps 4 --trainers 8 32 --trainer-epochs 3 \
   2>&1 | tee "$OUT/bench_trainers.txt"
+
+echo "== the runner on CUDA: the gpu profile's plan, then a smoke sweep (two GP-bandit runs) stacked automatically =="
+timeout 30 $PY -m tvolib run all --profile gpu --dry-run 2>&1 | sed -n 1,3p | cut -c1-400 | tee "$OUT/plan_gpu.txt"
+timeout 90 $PY -m tvolib run table_permutation --profile smoke --results-root "$(mktemp -d)" 2>&1 | tail -3 | tee "$OUT/runner_stacked.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 
 echo "== 20-epoch stacked run (train_many): 8 runs at paper scale (full MNIST, batch 1000), one alone =="
 timeout 120 $PY - <<'PYEOF' 2>&1 | tee "$OUT/train_many.txt"
