@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from tvolib.training.schedule import BANDIT_SCHEDULES
+
 __all__ = [
     "COST_CONSTANTS",
     "DATASET_SIZES",
@@ -136,7 +138,7 @@ def estimate_seconds(config: Any, constants: dict[str, Any] | None = None) -> fl
     schedule = str(getattr(config, "schedule", ""))
     d = int(getattr(config, "d", 2) or 2)
     extra = 0.0
-    if schedule.startswith("gp") or schedule.startswith("random") or "bandit" in schedule:
+    if schedule in BANDIT_SCHEDULES:
         window = dict(getattr(config, "schedule_options", ()) or ()).get("window", 6)
         rounds = bandit_rounds(epochs, int(window)) * c["bandit_early_factor"]
         extra = rounds * (c["bandit_round_s"] + c["bandit_round_s_per_d"] * d)
@@ -157,10 +159,6 @@ def estimate_wall_seconds(costs: Iterable[float], workers: int) -> float:
     return max(loads)
 
 
-def _is_bandit(schedule: str) -> bool:
-    return schedule.startswith("gp") or schedule.startswith("random") or "bandit" in schedule
-
-
 def estimate_stack_seconds(configs: Sequence[Any], constants: dict[str, Any] | None = None) -> float:
     """Rough seconds of one stack (runs of one stack key, trained together) on one GPU.
 
@@ -179,7 +177,7 @@ def estimate_stack_seconds(configs: Sequence[Any], constants: dict[str, Any] | N
     eval_every = int(getattr(first, "eval_every", 0) or 0) or max(epochs, 1)
     n_evals = epochs // eval_every + 2
     evaluate = n_evals * K * n_test * int(first.eval_S) / c["eval_pairs_per_s"].get(model, 1.1e7)
-    bandits = [cfg for cfg in configs if _is_bandit(str(cfg.schedule))]
+    bandits = [cfg for cfg in configs if cfg.schedule in BANDIT_SCHEDULES]
     rounds = 0.0
     if bandits:
         window = dict(getattr(bandits[0], "schedule_options", ()) or ()).get("window", 6)

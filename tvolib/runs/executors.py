@@ -47,6 +47,7 @@ from tvolib.runs.slurm import SlurmOptions, quiet_sacct, wait_for_jobs
 from tvolib.runs.store import ERROR_FILE, PROBLEMS, RunFolderError, config_digest, inspect_run, run_dir
 from tvolib.stacked import StepPool
 from tvolib.training.run_folder import check_writable
+from tvolib.training.schedule import BANDIT_SCHEDULES
 
 __all__ = ["EXECUTORS", "RunFailedError", "resolve_executor", "run_configs", "SubmititRun"]
 
@@ -92,7 +93,7 @@ def _run_job(config: Any, options: dict[str, Any]) -> tuple[str, str | None]:
 def _bandit_pool(jobs: Sequence[Sequence[Any]], cpus: int) -> StepPool | None:
     """A :class:`StepPool` for the GP-bandit rounds of stacks when the host has cores to spare
     (at least 4: on 2 cores a pool measured no faster than stepping inline), else ``None``."""
-    bandits = any(getattr(c, "schedule", "").startswith(("gp", "random")) for job in jobs if len(job) > 1 for c in job)
+    bandits = any(getattr(c, "schedule", "") in BANDIT_SCHEDULES for job in jobs if len(job) > 1 for c in job)
     return StepPool(workers=min(cpus - 1, 64)) if bandits and cpus >= 4 else None
 
 
