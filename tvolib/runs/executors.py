@@ -369,10 +369,7 @@ def run_configs(
     check_device(device, here=here)
     slurm_options = _slurm_options(slurm)
     workers = max_workers or default_workers()
-    stacked = stacking_active(resolve_stack(stack), device, here=here)
-    size = sweep_max_stack(unique, max_stack, device, here=here) if stacked else None
-    gpu = stacked and (torch.cuda.is_available() if device is None and here else
-                       device is not None and torch.device(device).type == "cuda")
+    size, gpu = _stacking(unique, stack, max_stack, device, here)
     p = plan(unique, results_root=root, workers=workers, max_stack=size, gpu=gpu)
     if progress or dry_run:
         print(format_plan(p, name), flush=True)
@@ -394,6 +391,15 @@ def run_configs(
         if failures:
             raise RunFailedError(failures, root)
     return results_frame(unique, results_root=root)
+
+
+def _stacking(configs: Sequence[Any], stack: str | None, max_stack: int | None, device: str | None,
+              here: bool) -> tuple[int | None, bool]:
+    """``(stack size or None when runs are not stacked, whether the stacks train on CUDA)``."""
+    if not stacking_active(resolve_stack(stack), device, here=here):
+        return None, False
+    cuda = torch.cuda.is_available() if device is None else torch.device(device).type == "cuda"
+    return sweep_max_stack(configs, max_stack, device, here=here), cuda and (here or device is not None)
 
 
 def _run_jobs(jobs: list[list[Any]], options: dict[str, Any], executor: str, root: Path, workers: int,
