@@ -155,3 +155,29 @@ def test_stacks_through_submitit_debug_executor(tmp_path, data_root):
 def test_train_fn_cannot_be_stacked(tmp_path):
     with pytest.raises(ValueError, match="stack='off'"):
         runs.run_configs(CONFIGS, results_root=tmp_path, stack="on", train_fn=lambda *a, **k: None, progress=False)
+
+
+def test_bandit_pool_only_for_stacks_with_bandits_on_four_cores_or_more():
+    from tvolib.runs.executors import _bandit_pool
+    from tvolib.stacked import StepPool
+
+    bandits = [[BASE.replace(seed=1, schedule="gp_bandit"), BASE.replace(seed=2, schedule="log")]]
+    with _bandit_pool(bandits, 2) as pool:
+        assert pool is None  # 2 cores: stepped inline
+    with _bandit_pool([CONFIGS[:3]], 8) as pool:
+        assert pool is None  # no bandit schedule
+    with _bandit_pool([bandits[0][:1]], 8) as pool:
+        assert pool is None  # a run alone is stepped by its own trainer
+    with _bandit_pool(bandits, 4) as pool:
+        assert isinstance(pool, StepPool) and pool.workers == 3
+
+
+def test_free_ram_fallback_where_sysconf_cannot_say(monkeypatch):
+    from tvolib.runs import stacks
+
+    def no_sysconf(name):
+        raise ValueError(f"unrecognized configuration name {name}")
+
+    monkeypatch.setattr(stacks.os, "sysconf", no_sysconf)
+    assert stacks._available_ram() == 8 * 10**9
+    assert default_max_stack(CONFIGS, "cpu") == min(MAX_STACK, int(0.7 * 8 * 10**9 // run_bytes(CONFIGS[0])))

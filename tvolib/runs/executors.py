@@ -90,11 +90,11 @@ def _run_job(config: Any, options: dict[str, Any]) -> tuple[str, str | None]:
         return name, f"{type(e).__name__}: {e}"
 
 
-def _bandit_pool(jobs: Sequence[Sequence[Any]], cpus: int) -> StepPool | None:
-    """A :class:`StepPool` for the GP-bandit rounds of stacks when the host has cores to spare
-    (at least 4: on 2 cores a pool measured no faster than stepping inline), else ``None``."""
+def _bandit_pool(jobs: Sequence[Sequence[Any]], cpus: int) -> contextlib.AbstractContextManager[StepPool | None]:
+    """A :class:`StepPool` (closed on exit) for the GP-bandit rounds of stacks when the host has cores
+    to spare (at least 4: on 2 cores a pool measured no faster than stepping inline), else ``None``."""
     bandits = any(getattr(c, "schedule", "") in BANDIT_SCHEDULES for job in jobs if len(job) > 1 for c in job)
-    return StepPool(workers=min(cpus - 1, 64)) if bandits and cpus >= 4 else None
+    return StepPool(workers=min(cpus - 1, 64)) if bandits and cpus >= 4 else contextlib.nullcontext()
 
 
 def _run_stacks(stacks: Sequence[Sequence[Any]], options: dict[str, Any], cpus: int,
@@ -102,8 +102,7 @@ def _run_stacks(stacks: Sequence[Sequence[Any]], options: dict[str, Any], cpus: 
     """Train each stack in this process (:func:`run_stack`), one after the other; ``{run: error}``."""
     failures: dict[str, str] = {}
     options = {k: v for k, v in options.items() if k != "train_fn"}  # stacks train with train_many
-    pool = _bandit_pool(stacks, cpus)
-    try:
+    with _bandit_pool(stacks, cpus) as pool:
         for job in stacks:
             try:
                 outcomes: list[Any] = run_stack(job, pool=pool, **options)
@@ -114,9 +113,6 @@ def _run_stacks(stacks: Sequence[Sequence[Any]], options: dict[str, Any], cpus: 
                     failures[config_digest(config)] = f"{type(outcome).__name__}: {outcome}"
                 if on_run is not None:
                     on_run()
-    finally:
-        if pool is not None:
-            pool.close()
     return failures
 
 
@@ -198,13 +194,9 @@ class SubmititRun(submitit.helpers.Checkpointable):
             torch.set_num_threads(int(cpus))
         if not isinstance(job, list):
             return run_one(job, **self.options)
-        pool = _bandit_pool([job], int(cpus) if cpus.isdigit() else 1)
         options = {k: v for k, v in self.options.items() if k != "train_fn"}
-        try:
+        with _bandit_pool([job], int(cpus) if cpus.isdigit() else 1) as pool:
             outcomes = run_stack(job, pool=pool, **options)
-        finally:
-            if pool is not None:
-                pool.close()
         failed = {config_digest(c): f"{type(o).__name__}: {o}" for c, o in zip(job, outcomes)
                   if isinstance(o, BaseException)}
         if failed:

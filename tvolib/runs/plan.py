@@ -109,13 +109,13 @@ def plan(configs: Iterable[Any], *, results_root: Root = None, workers: int | No
     jobs = stack_jobs(todo_configs, max_stack) if max_stack else [[c] for c in todo_configs]
     stacks = [job for job in jobs if len(job) > 1]
     workers = workers or default_workers()
-    costs = [estimate_seconds(c) for c in todo_configs]
-    if not costs:
+    costs = dict(zip(frame["run"], frame["est_seconds"])) if len(frame) else {}
+    if not todo_configs:
         wall = 0.0
     elif gpu:
         wall = estimate_gpu_seconds(jobs)["wall_seconds"]
     else:
-        wall = estimate_wall_seconds([sum(estimate_seconds(c) for c in job) for job in jobs], workers)
+        wall = estimate_wall_seconds([sum(costs[run_dir(c, results_root).name] for c in job) for job in jobs], workers)
     return {
         "total": len(frame),
         "cached": _count(frame, "done"),
@@ -128,7 +128,7 @@ def plan(configs: Iterable[Any], *, results_root: Root = None, workers: int | No
         "stacked_runs": sum(len(job) for job in stacks),
         "max_stack": max_stack,
         "gpu": gpu,
-        "est_cpu_seconds": float(sum(costs)),
+        "est_cpu_seconds": float(sum(costs[run_dir(c, results_root).name] for c in todo_configs)),
         "est_wall_seconds": float(wall),
         "status": frame,
     }

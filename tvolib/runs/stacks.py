@@ -78,6 +78,14 @@ def run_bytes(config: Any) -> int:
     return 4 * S * B * (5 * 784 + 8 * 500) + 16 * 1_500_000
 
 
+def _available_ram() -> int:
+    """Available RAM in bytes (Linux ``sysconf``); 8 GB where the system cannot say (e.g. macOS)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 8 * 10**9
+
+
 def default_max_stack(configs: Sequence[Any], device: str | torch.device | None = None, *,
                       free_bytes: int | None = None) -> int:
     """The stack size that fits: :data:`MEMORY_SHARE` of the free memory over :func:`run_bytes`
@@ -86,7 +94,7 @@ def default_max_stack(configs: Sequence[Any], device: str | torch.device | None 
     Args:
         configs: the runs to stack.
         device: where they train; on CUDA the device's free memory (``torch.cuda.mem_get_info``),
-            on the CPU the available RAM.
+            on the CPU the available RAM (8 GB assumed where the system cannot say).
         free_bytes: the free memory to assume instead of asking the device (e.g. for Slurm jobs).
     """
     if free_bytes is None:
@@ -94,7 +102,7 @@ def default_max_stack(configs: Sequence[Any], device: str | torch.device | None 
         if dev.type == "cuda":
             free_bytes = torch.cuda.mem_get_info(dev)[0]
         else:
-            free_bytes = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            free_bytes = _available_ram()
     need = max((run_bytes(c) for c in configs), default=1)
     return max(1, min(MAX_STACK, int(MEMORY_SHARE * free_bytes // need)))
 
