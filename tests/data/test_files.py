@@ -149,3 +149,21 @@ def test_download_is_verified(data_root, tmp_path, tmp_cache, monkeypatch):
     with pytest.raises(D.ChecksumError):
         sources.read_binarized_mnist("test", bad_root, download=True)
     assert not (bad_root / "binarized_mnist" / "binarized_mnist_test.amat").exists()
+
+
+def test_only_the_missing_mnist_file_is_downloaded(copy_files, tmp_cache, monkeypatch):
+    root = copy_files(*MNIST[:3])
+    labels = copy_files(MNIST[3]) / MNIST[3]  # the same root: a good copy to serve, then removed
+    good = gzip.compress(labels.read_bytes())
+    labels.unlink()
+    fetched = []
+
+    def serve(url, timeout=None):
+        fetched.append(url)
+        return io.BytesIO(good)
+
+    monkeypatch.setattr(urllib.request, "urlopen", serve)
+    data = D.load_dataset("mnist", root, n_train=10, n_test=10, download=True)
+    assert data.test_labels.shape == (10,)
+    assert [url.rsplit("/", 1)[1] for url in fetched] == ["t10k-labels-idx1-ubyte.gz"]
+    assert (root / f"{MNIST[3]}.gz").read_bytes() == good

@@ -100,3 +100,28 @@ def test_damaged_chardata_names_the_file(tmp_path, tmp_cache, monkeypatch, damag
         D.load_dataset("omniglot", tmp_path)
     assert info.value.path == path and str(path) in str(info.value)
     assert "Delete it and download it again" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- MNIST
+def test_torchvision_processed_files_are_never_read(data_root, load, tmp_path, tmp_cache):
+    """Tensors in torchvision's legacy ``processed/*.pt`` (no checksum) must not replace the verified IDX files."""
+    root = tmp_path / "root"
+    (root / "MNIST" / "raw").mkdir(parents=True)
+    for path in (data_root / "MNIST" / "raw").iterdir():
+        (root / "MNIST" / "raw" / path.name).symlink_to(path)
+    (root / "MNIST" / "processed").mkdir()
+    decoy = (torch.zeros(100, 28, 28, dtype=torch.uint8), torch.zeros(100, dtype=torch.long))
+    for name in ("training.pt", "test.pt"):
+        torch.save(decoy, root / "MNIST" / "processed" / name)
+    data = D.load_dataset("mnist", root, n_train=20, n_test=20)
+    assert (data.n_train_full, data.n_test_full) == (60_000, 10_000)
+    assert data.train.equal(load("mnist", n_train=20, n_test=20).train)
+
+
+def test_parse_idx_checks_the_header():
+    images = bytes([0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2]) + bytes([1, 2, 3, 4])
+    assert sources.parse_idx(images).tolist() == [[[1, 2]], [[3, 4]]]
+    with pytest.raises(ValueError, match="announces shape"):
+        sources.parse_idx(images[:-1])
+    with pytest.raises(ValueError, match="not an IDX file"):
+        sources.parse_idx(b"PK\x03\x04")

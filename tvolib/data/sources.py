@@ -5,7 +5,6 @@ subsets, binarization of grey levels and tensors are the job of :mod:`tvolib.dat
 """
 from __future__ import annotations
 
-import urllib.error
 import warnings
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from .files import (
 )
 
 __all__ = ["read_mnist_like", "read_binarized_mnist", "locate_binarized_mnist", "read_omniglot", "seeded_generator",
-           "parse_amat", "area_resize_28", "BINARIZED_MNIST_URL", "CHARDATA_URL", "BINARIZED_MNIST_SIZES",
+           "parse_amat", "parse_idx", "area_resize_28", "BINARIZED_MNIST_URL", "CHARDATA_URL", "BINARIZED_MNIST_SIZES",
            "OMNIGLOT_SIZES"]
 
 BINARIZED_MNIST_URL = "http://www.cs.toronto.edu/~larocheh/public/datasets/binarized_mnist/binarized_mnist_{split}.amat"
@@ -64,34 +63,68 @@ def _allow_download_hint(source: str) -> str:
 
 
 # --------------------------------------------------------------------------------- MNIST, Fashion
+def parse_idx(content: bytes) -> np.ndarray:
+    """An IDX file's uint8 array (LeCun's format: images ``(N, 28, 28)``, labels ``(N,)``), a writable copy.
+
+    Raises:
+        ValueError: the bytes are not an unsigned-byte IDX file of the size its header announces.
+    """
+    if len(content) < 4 or content[:3] != b"\x00\x00\x08":
+        raise ValueError("not an IDX file of unsigned bytes (magic number 0x0000080N expected)")
+    ndim = content[3]
+    header = 4 + 4 * ndim
+    shape = tuple(int.from_bytes(content[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    if ndim == 0 or len(content) != header + int(np.prod(shape)):
+        raise ValueError(f"IDX header announces shape {shape} but the file holds {len(content) - header} values")
+    return np.frombuffer(content, dtype=np.uint8, offset=header).reshape(shape).copy()
+
+
+def _idx_path(folder: Path, name: str) -> Path | None:
+    """``folder/name`` or its ``.gz`` copy (as the mirrors serve it), whichever exists."""
+    return next((p for p in (folder / name, folder / f"{name}.gz") if p.exists()), None)
+
+
+def _download_idx(name: str, folder: Path, dataset: str, cls_name: str) -> Path:
+    """Fetch ``<name>.gz`` from torchvision's mirrors into ``folder`` and verify its content."""
+    import torchvision.datasets as tvd
+
+    expected = SHA256[f"{folder.parent.name}/raw/{name}"]
+    error: DatasetNotFoundError | None = None
+    for mirror in getattr(tvd, cls_name).mirrors:
+        try:
+            return download_file(f"{mirror}{name}.gz", folder / f"{name}.gz", expected, dataset=dataset)
+        except DatasetNotFoundError as err:
+            error = err
+    assert error is not None
+    raise error
+
+
 def read_mnist_like(name: str, root: Path, download: bool | None = None):
-    """MNIST / Fashion-MNIST through ``torchvision.datasets`` (layout ``<root>/MNIST/raw``).
+    """MNIST / Fashion-MNIST from the canonical IDX files (``<root>/MNIST/raw``, plain or ``.gz``).
+
+    Only these files are read, each verified against its canonical SHA256 right before parsing
+    (never torchvision's ``processed/*.pt`` files, which carry no checksum). With a download
+    allowed, only the missing files are fetched (from torchvision's mirrors).
 
     Returns ``(train, train_labels, test, test_labels)``: uint8 images ``(N, 784)`` and int64 labels.
     """
-    import torchvision.datasets as tvd
-
-    folder, cls_name = _TORCHVISION[name]
-    cls = getattr(tvd, cls_name)
-    paths = [root / folder / "raw" / f for f in _IDX_FILES]
-    if not all(p.exists() for p in paths):
-        if not download_enabled(download):
-            raise _missing(name, root, paths, _allow_download_hint(f"torchvision's {cls_name} mirrors"))
-        try:  # torchvision fetches the canonical .gz files, checks their md5 and extracts them.
-            cls(root=str(root), train=True, download=True)
-        except (RuntimeError, OSError, urllib.error.URLError) as err:
-            raise DatasetNotFoundError(
-                f"dataset {name!r}: download into {root / folder / 'raw'} failed "
-                f"({type(err).__name__}: {err}). Check the network or provide the files:\n"
-                + "\n".join(f"  - {p}" for p in paths)
-            ) from err
-    for path in paths:
-        verify_file(path, SHA256[f"{folder}/raw/{path.name}"])
-    out = []
-    for train in (True, False):
-        ds = cls(root=str(root), train=train, download=False)
-        out += [ds.data.reshape(len(ds.data), -1).numpy(), ds.targets.numpy().astype(np.int64)]
-    return tuple(out)
+    folder_name, cls_name = _TORCHVISION[name]
+    folder = root / folder_name / "raw"
+    found = {f: _idx_path(folder, f) for f in _IDX_FILES}
+    missing = [f for f, path in found.items() if path is None]
+    if missing and not download_enabled(download):
+        raise _missing(name, root, [folder / f for f in missing],
+                       _allow_download_hint(f"torchvision's {cls_name} mirrors"))
+    for f in missing:
+        found[f] = _download_idx(f, folder, name, cls_name)
+    arrays = []
+    for f, path in found.items():
+        content = read_bytes(path)
+        verify_content(path, SHA256[f"{folder_name}/raw/{f}"], content)  # the very bytes parsed below
+        arrays.append(parse_idx(content))
+    train, train_labels, test, test_labels = arrays
+    return train.reshape(len(train), -1), train_labels.astype(np.int64), test.reshape(len(test), -1), \
+        test_labels.astype(np.int64)
 
 
 # --------------------------------------------------------------------------------- binarized MNIST
