@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
 import tvolib.data as D
-from tvolib.data import sources
+from tvolib.data import files, sources
 
 
 # ----------------------------------------------------------------------------- binarized MNIST
@@ -86,6 +86,26 @@ def test_omniglot_chardata_preferred(tmp_path, tmp_cache, monkeypatch):
     train_rows = {tuple(row.tolist()) for row in flat[:30]}
     assert all(tuple(row.tolist()) in train_rows for row in data.train)
     assert data.test_labels.tolist() == [i % 5 for i in range(30, 40)]
+
+
+def test_each_omniglot_variant_names_its_files(tmp_path, tmp_cache, monkeypatch, load):
+    """``source`` tells chardata.mat (unverifiable: its hash) from the derived set, so a run can refuse to mix them."""
+    _write_chardata(tmp_path, monkeypatch)
+    chardata = D.load_dataset("omniglot", tmp_path)
+    digest = files.sha256_of(tmp_path / "omniglot" / "chardata.mat")
+    assert chardata.source.startswith(f"chardata:{digest}:")
+    monkeypatch.undo()
+    assert load("omniglot", n_train=10, n_test=10).source.startswith("derived28:")
+    assert load("mnist", n_train=10, n_test=10).source == "mnist"
+
+
+def test_chardata_with_values_outside_grey_levels_is_refused(tmp_path, tmp_cache, monkeypatch):
+    _write_chardata(tmp_path, monkeypatch)
+    path = tmp_path / "omniglot" / "chardata.mat"
+    mat = scipy.io.loadmat(path)
+    scipy.io.savemat(path, {**{k: v for k, v in mat.items() if not k.startswith("__")}, "data": mat["data"] * 7})
+    with pytest.raises(D.CorruptFileError, match="grey levels outside"):
+        D.load_dataset("omniglot", tmp_path)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "wrong sizes"])

@@ -97,6 +97,16 @@ def test_a_bad_checkpoint_names_the_file_and_the_way_out(case, tmp_path, data_ro
         assert "delete" in str(err.value) and "from scratch" in str(err.value)
 
 
+def test_a_checkpoint_trained_on_other_data_files_is_not_resumed(tmp_path, data_root, good_checkpoint):
+    """E.g. a run started on the derived Omniglot set must not go on with chardata.mat (no checksum)."""
+    (tmp_path / "checkpoint.pt").write_bytes(_edited(good_checkpoint, tmp_path, data="chardata:0123:seed=0:v1"))
+    with pytest.raises(CorruptFileError, match=r"other data files \(chardata:0123.*\) than those found now \(mnist\)"
+                       ) as err:
+        _fit(tmp_path, data_root)
+    assert f"delete {tmp_path / 'checkpoint.pt'} to restart the run" in str(err.value)
+    assert ckpt.load(tmp_path / "checkpoint.pt")["data"] == "chardata:0123:seed=0:v1"
+
+
 def test_a_corrupt_model_file_names_the_file(tmp_path):
     (tmp_path / "model.pt").write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(CorruptFileError, match="model.pt is corrupt") as err:

@@ -52,6 +52,9 @@ class BinaryImageData:
     :meth:`train_epoch`), else the fixed {0, 1} images. ``test`` is always fixed {0, 1}.
     ``train_index`` / ``test_index`` are the rows of the full splits that were kept (a subset);
     labels are class ids (digit, or Omniglot alphabet/character), ``None`` where the files have none.
+    ``source`` says which files the data come from: the dataset's name for the canonical
+    (checksum-verified) files, Omniglot's variant and file hashes otherwise (see
+    :func:`~tvolib.data.sources.read_omniglot`).
     """
 
     name: str
@@ -68,6 +71,7 @@ class BinaryImageData:
     dataset_seed: int = 0
     n_train_full: int = field(default=0)
     n_test_full: int = field(default=0)
+    source: str = ""
 
     def train_epoch(self, generator: torch.Generator | None = None) -> torch.Tensor:
         """The training set for one epoch: a fresh Bernoulli draw if dynamic, else the fixed images.
@@ -161,6 +165,7 @@ def load_dataset(
 
     # Raw arrays first; the training subset is taken before the float conversion (run start-up cost).
     train_labels = test_labels = None
+    source = name
     if name in ("mnist", "fashion_mnist"):
         train_raw, train_labels, test_u8, test_labels = read_mnist_like(name, base, download)
         train_scale = 255.0
@@ -173,7 +178,7 @@ def load_dataset(
         test = _float(read_binarized_mnist("test", base, download))
         dynamic, label = False, LABELS[name]
     else:
-        train_raw, train_labels, test_u8, test_labels, derived = read_omniglot(base, dataset_seed, download)
+        train_raw, train_labels, test_u8, test_labels, derived, source = read_omniglot(base, dataset_seed, download)
         train_scale, test = 1.0, _float(test_u8)
         dynamic, label = False, LABELS["omniglot_derived" if derived else "omniglot"]
 
@@ -190,5 +195,5 @@ def load_dataset(
         dynamic_binarization=dynamic, train_mean=train.mean(dim=0),
         train_index=torch.from_numpy(train_index), test_index=torch.from_numpy(test_index),
         train_labels=as_labels(train_labels, train_index), test_labels=as_labels(test_labels, test_index),
-        seed=seed, dataset_seed=dataset_seed, n_train_full=n_train_full, n_test_full=n_test_full,
+        seed=seed, dataset_seed=dataset_seed, n_train_full=n_train_full, n_test_full=n_test_full, source=source,
     )

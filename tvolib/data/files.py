@@ -49,7 +49,7 @@ __all__ = [
 #: files the value is that of the uncompressed text; a ``.amat.gz`` copy is checked after
 #: decompression. The Omniglot ``.npz`` files are the project mirror's packing of the official
 #: PNGs (no upstream ``.npz`` exists); Burda et al.'s ``chardata.mat`` has no published checksum,
-#: so it is not verified.
+#: so it is not verified: a run records its hash and refuses to resume on another file.
 SHA256: dict[str, str] = {
     "MNIST/raw/train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
     "MNIST/raw/train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",

@@ -208,6 +208,8 @@ def _read_chardata(path: Path):
     if (len(train), len(test)) != (OMNIGLOT_SIZES["pool"], OMNIGLOT_SIZES["test"]):
         raise CorruptFileError(path, f"expected {OMNIGLOT_SIZES['pool']} training and {OMNIGLOT_SIZES['test']} "
                                      f"test images, found {len(train)} and {len(test)}")
+    if not all(np.isfinite(x).all() and x.min() >= 0 and x.max() <= 1 for x in (train, test)):
+        raise CorruptFileError(path, "grey levels outside [0, 1] (not Burda et al.'s chardata.mat)")
     labels = [mat[k].argmax(axis=0).astype(np.int64) if k in mat else np.full(n, -1, np.int64)
               for k, n in (("target", len(train)), ("testtarget", len(test)))]
     return train.astype(np.float32), labels[0], test.astype(np.float32), labels[1]
@@ -275,7 +277,7 @@ def _omniglot_files(root: Path, download: bool | None) -> tuple[bool, list[Path]
 
 
 def read_omniglot(root: Path, seed: int, download: bool | None = None):
-    """Binarized 28x28 Omniglot: ``(train, train_labels, test, test_labels, derived)``.
+    """Binarized 28x28 Omniglot: ``(train, train_labels, test, test_labels, derived, source)``.
 
     Uses ``<root>/omniglot/chardata.mat`` (Burda et al.; downloaded from the IWAE repository when
     allowed) with its 24,345 / 8,070 split, holding out 1,345 training images (seeded) to leave
@@ -283,7 +285,10 @@ def read_omniglot(root: Path, seed: int, download: bool | None = None):
     (the original 105x105 images): inverted, area-resized (:func:`area_resize_28`), then a seeded
     permutation of all 32,460 images gives 23,000 train, 1,345 held out, 8,070 test (the remaining
     45 are unused), so sizes match the paper. Either way the images are binarized once by a seeded
-    Bernoulli draw (as Burda et al. did), and the result is cached per ``seed``.
+    Bernoulli draw (as Burda et al. did), and the result is cached per ``seed``. ``source`` names
+    the variant and the SHA256 of the files read (``chardata:<sha256>:seed=0:v1`` or
+    ``derived28:<sha256>+<sha256>:...``): ``chardata.mat`` has no published checksum, so a run
+    records it and refuses to resume on other files (:meth:`tvolib.training.loop.Task.data_source`).
     """
     derived, paths, hashes = _omniglot_files(root, download)
     stem = "derived28_" + "".join(h[:8] for h in hashes) if derived else f"chardata_{hashes[0][:16]}"
@@ -295,7 +300,7 @@ def read_omniglot(root: Path, seed: int, download: bool | None = None):
     if cached is not None:
         unpack = lambda bits: np.unpackbits(bits, axis=1, count=784)  # noqa: E731
         return (unpack(cached["train"]), cached["train_labels"], unpack(cached["test"]),
-                cached["test_labels"], derived)
+                cached["test_labels"], derived, source)
     if derived:
         grey, labels = _read_derived(*paths)
         order = torch.randperm(len(grey), generator=seeded_generator(seed, 12)).numpy()
@@ -307,4 +312,4 @@ def read_omniglot(root: Path, seed: int, download: bool | None = None):
     train, train_labels, test, test_labels = _split_and_binarize(*parts, seed)
     cache_save(cache_name, source=source, train=np.packbits(train, axis=1), train_labels=train_labels,
                test=np.packbits(test, axis=1), test_labels=test_labels)
-    return train, train_labels, test, test_labels, derived
+    return train, train_labels, test, test_labels, derived, source

@@ -364,6 +364,10 @@ class ImageTask(Task):
     def trained_state(self) -> Any:
         return self.model.state_dict()
 
+    def data_source(self) -> str | None:
+        """The dataset's :attr:`~tvolib.data.BinaryImageData.source` (Omniglot: variant and file hashes)."""
+        return self.data.source
+
 
 def train(
     config: RunConfig,

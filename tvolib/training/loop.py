@@ -34,11 +34,11 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from tvolib.schedules import Schedule
-from tvolib.checkpoint import plain
+from tvolib.checkpoint import CorruptFileError, plain
 from tvolib.training.run_folder import RunFolder
 
-__all__ = ["RunResult", "Task", "TrainingDivergedError", "begin", "check_losses", "derived_seed", "end_epoch",
-           "evaluates_after", "final_record", "finish", "progress_bar", "run", "save_checkpoint"]
+__all__ = ["RunResult", "Task", "TrainingDivergedError", "begin", "check_data_source", "check_losses", "derived_seed",
+           "end_epoch", "evaluates_after", "final_record", "finish", "progress_bar", "run", "save_checkpoint"]
 
 _TIMERS = ("eval_seconds", "bandit_seconds")
 
@@ -126,6 +126,11 @@ class Task(ABC):
     def schedule_inputs(self) -> dict[str, Any]:
         """Extra keyword arguments for ``schedule.step`` after an epoch (e.g. ``log_weights``)."""
         return {}
+
+    def data_source(self) -> str | None:
+        """Which data files the run trains on (recorded in the checkpoint, checked on resume);
+        ``None`` when the config alone fixes the data."""
+        return None
 
     def load_optimiser_states(self, states: list[dict[str, Any]]) -> None:
         """Restore the optimisers from a checkpoint's list of state dicts."""
@@ -296,8 +301,21 @@ def save_checkpoint(task: Task, folder: RunFolder | None, history: list[dict[str
     """Write the run's checkpoint after ``epoch`` epochs (nothing without a folder)."""
     if folder is not None:
         config = task.config
+        source = task.data_source()
         folder.save_checkpoint({"digest": config.digest(), "config": config.to_dict(), "epoch": epoch,
-                                **task.state_dict(), "history": plain(history), "timers": dict(timers)})
+                                **task.state_dict(), "history": plain(history), "timers": dict(timers),
+                                **({"data": source} if source is not None else {})})
+
+
+def check_data_source(task: Task, folder: RunFolder | None, state: dict[str, Any]) -> None:
+    """Refuse to resume a checkpoint that was trained on other data files than the task reads now
+    (e.g. Omniglot's ``chardata.mat`` against the derived set); checkpoints without a record pass."""
+    recorded, now = state.get("data"), task.data_source()
+    if recorded is None or recorded == now:
+        return
+    path = folder.checkpoint_path if folder is not None else "the checkpoint"
+    raise CorruptFileError(f"{path} was trained on other data files ({recorded}) than those found now ({now}); "
+                           f"put back the files the run started with, or delete {path} to restart the run")
 
 
 def begin(task: Task, folder: RunFolder | None, state: dict[str, Any] | None, last: int,
@@ -310,6 +328,7 @@ def begin(task: Task, folder: RunFolder | None, state: dict[str, Any] | None, la
     """
     timers = {**dict.fromkeys(_TIMERS, 0.0), **(timers or {})}
     if state is not None:
+        check_data_source(task, folder, state)
         task.load_state_dict(state)
         return list(state["history"]), dict(state["timers"]), int(state["epoch"])
     history = [{"epoch": 0, **_timed(timers, "eval_seconds", task.evaluate, 0)}]

@@ -125,6 +125,10 @@ class StackRun(Task):
     def trained_state(self) -> Any:
         return self.stack.model.state_dict(self.index)
 
+    def data_source(self) -> str | None:
+        """As the single run's (the stack's dataset)."""
+        return ImageTask.data_source(self)
+
     def end(self, model_out: bool) -> None:
         """The run reached its last epoch: its :class:`RunResult` (and ``model.pt``), while it is in the stack."""
         self.outcome = finish(self, self.folder, self.history, self.timers, self.done, model_out)
