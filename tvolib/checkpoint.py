@@ -108,15 +108,16 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     return atomic_write(path, lambda f: torch.save(obj, f), "wb")
 
 
-def load(path: str | os.PathLike[str], *, advice: str | None = None) -> Any:
+def load(path: str | os.PathLike[str], *, advice: str | None = None, mmap: bool = False) -> Any:
     """Load a file written by :func:`atomic_save` with the safe unpickler, tensors on CPU.
 
     A truncated, garbled or foreign file raises :class:`CorruptFileError` naming ``path`` and
-    ``advice`` (default: delete the file).
+    ``advice`` (default: delete the file). ``mmap=True`` maps the tensors' bytes instead of reading
+    them (a cheap check of the file's structure and records).
     """
     path = Path(path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError,
             AttributeError, IndexError, KeyError, TypeError) as exc:
         if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):

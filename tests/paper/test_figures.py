@@ -10,12 +10,14 @@ matplotlib.use("Agg")
 
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from tvolib import runs  # noqa: E402
 from tvolib.paper import results  # noqa: E402
 from tvolib.paper.figures import BUILDERS, FigureResult, figure  # noqa: E402
 from tvolib.paper.names import PCFG_METRICS  # noqa: E402
 from tvolib.paper.sweeps import FIGURES, figure_configs  # noqa: E402
+from tvolib.training.run_folder import RunFolder  # noqa: E402
 
 SCHEDULE_OFFSET = {"linear": 3.0, "log": 1.0, "moments": 2.0, "gp_bandit": 0.0, "gp_bandit_unsorted": 0.5,
                    "random": 4.0, "none": 0.0}
@@ -23,7 +25,7 @@ SCHEDULE_OFFSET = {"linear": 3.0, "log": 1.0, "moments": 2.0, "gp_bandit": 0.0, 
 
 def fake_train(config, run_dir, **_):
     """Histories with test log p(x) = -100 - offset(schedule) - seed + epoch / 10 at evaluated epochs."""
-    (Path(run_dir) / "model.pt").write_text("weights")
+    RunFolder(run_dir).save_model({"weights": torch.zeros(1)}, config.digest())
     offset = SCHEDULE_OFFSET[config.schedule] + config.seed
     every = getattr(config, "eval_every", 1) or config.epochs
     history = []

@@ -1,8 +1,9 @@
 """A picklable stand-in for the trainers, with their contract and their resume behaviour.
 
 ``fake_train(config, run_dir, *, data_root, device, progress)`` writes a JSON "checkpoint" every
-epoch, resumes from it, logs each call's pid to ``fake_calls.log``, and raises at ``digest@epoch``
-pairs listed in ``$TVOLIB_FAKE_FAIL`` (comma-separated), so runner tests take milliseconds.
+epoch, resumes from it, writes a real (tiny) ``model.pt`` at the end, logs each call's pid to
+``fake_calls.log``, and raises at ``digest@epoch`` pairs listed in ``$TVOLIB_FAKE_FAIL``
+(comma-separated), so runner tests take milliseconds.
 """
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import torch
 
 from tvolib import runs
 from tvolib.training import RunConfig
+from tvolib.training.run_folder import RunFolder
 
 FAIL_ENV = "TVOLIB_FAKE_FAIL"
 
@@ -34,7 +37,7 @@ def fake_train(config, run_dir, *, data_root=None, device=None, progress=None):
                                  "resumed": len(state["history"]) < epoch})
         state["epoch"] = epoch
         ckpt.write_text(json.dumps(state))
-    (run_dir / "model.pt").write_text("weights")
+    RunFolder(run_dir).save_model({"weights": torch.zeros(1)}, config.digest())
     return SimpleNamespace(
         config=config,
         history=state["history"],

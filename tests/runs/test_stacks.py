@@ -109,7 +109,7 @@ def test_plan_shows_stacks(tmp_path):
 def _files(folder):
     final = json.loads((folder / "final.json").read_text())
     return ({k: v for k, v in final.items() if not k.endswith("seconds")},
-            (folder / "history.csv").read_text().splitlines()[0], load(folder / "model.pt"))
+            (folder / "history.csv").read_text().splitlines()[0], load(folder / "model.pt")["state"])
 
 
 @pytest.mark.usefixtures("one_torch_thread")

@@ -28,7 +28,7 @@ def _strip(history):
 
 
 def _weights(run_dir):
-    return ckpt.load(run_dir / "model.pt")
+    return ckpt.load(run_dir / "model.pt")["state"]
 
 
 # ------------------------------------------------------------------------------------------

@@ -75,7 +75,17 @@ CORRUPT = {
     "foreign config": (lambda good, tmp: _edited(good, tmp, digest="0123456789ab"), "belongs to config"),
     "epoch beyond the config": (lambda good, tmp: _edited(good, tmp, epoch=TINY.epochs + 1), "epoch 5, outside"),
     "negative epoch": (lambda good, tmp: _edited(good, tmp, epoch=-1), "epoch -1, outside"),
+    "history cut": (lambda good, tmp: _edited_history(good, tmp, lambda rows: rows[:-1]),
+                    r"at epoch 2 but its history holds the rows of epochs \[0, 1\]"),
+    "history row repeated": (lambda good, tmp: _edited_history(good, tmp, lambda rows: [rows[0], *rows[:-1]]),
+                             r"history holds the rows of epochs \[0, 0, 1\], not 0..2"),
 }
+
+
+def _edited_history(good: bytes, tmp: Path, edit) -> bytes:
+    path = tmp / "history.pt"
+    path.write_bytes(good)
+    return _edited(good, tmp, history=edit(ckpt.load(path)["history"]))
 
 
 def _saved(obj, tmp: Path) -> bytes:
@@ -105,6 +115,55 @@ def test_a_checkpoint_trained_on_other_data_files_is_not_resumed(tmp_path, data_
         _fit(tmp_path, data_root)
     assert f"delete {tmp_path / 'checkpoint.pt'} to restart the run" in str(err.value)
     assert ckpt.load(tmp_path / "checkpoint.pt")["data"] == "chardata:0123:seed=0:v1"
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, data_root) -> Path:
+    run_dir = tmp_path_factory.mktemp("finished")
+    _fit(run_dir, data_root)
+    return run_dir
+
+
+def _copy_run(finished: Path, target: Path) -> Path:
+    target.mkdir()
+    for name in ("checkpoint.pt", "model.pt"):
+        (target / name).write_bytes((finished / name).read_bytes())
+    return target
+
+
+def test_another_runs_model_file_is_refused(tmp_path, finished_run):
+    other = TINY.replace(seed=7)
+    (tmp_path / "model.pt").write_bytes((finished_run / "model.pt").read_bytes())
+    with pytest.raises(CorruptFileError, match=f"model.pt is the model of config '{TINY.digest()}', not of this "
+                                               f"config '{other.digest()}'") as err:
+        load_model(other, tmp_path)
+    assert str(tmp_path / "model.pt") in str(err.value) and "run the trainer again" in str(err.value)
+    assert isinstance(load_model(TINY, finished_run), torch.nn.Module)
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_a_lost_model_file_is_rebuilt_from_the_final_checkpoint(tmp_path, data_root, finished_run, damage,
+                                                                monkeypatch):
+    """The advice for a bad model.pt works: the trainer rewrites it from the checkpoint (no epoch trained again)."""
+    run_dir = _copy_run(finished_run, tmp_path / "run")
+    model = run_dir / "model.pt"
+    if damage == "missing":
+        model.unlink()
+    else:
+        model.write_bytes(model.read_bytes()[:100])
+        with pytest.raises(CorruptFileError, match="run the trainer again"):
+            load_model(TINY, run_dir)
+    monkeypatch.setattr(images.ImageTask, "run_epoch", lambda *args: pytest.fail("an epoch was trained again"))
+    result = _fit(run_dir, data_root)
+    assert result.final["completed"] and len(result.history) == TINY.epochs + 1
+    assert model.read_bytes() == (finished_run / "model.pt").read_bytes()
+
+
+def test_an_empty_run_dir_is_an_error_not_the_current_folder(tmp_path, data_root, monkeypatch, no_task):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"run_dir must be a folder path .* or None to save nothing; got ''"):
+        _fit("", data_root)
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_corrupt_model_file_names_the_file(tmp_path):

@@ -85,11 +85,13 @@ def _read_wall(folder: Path) -> float:
 def _record(result: Any, config: Any, folder: Path, wall_seconds: float) -> dict[str, Any]:
     """Write a trained run's CSVs and ``final.json`` (last); raise if the trainer's run is incomplete."""
     final = dict(_get(result, "final", {}) or {})
-    if final.get("completed", True) is False:
+    epochs = getattr(config, "epochs", final.get("epochs"))
+    if final.get("completed", True) is False or final.setdefault("epochs", epochs) != epochs:
         raise RuntimeError(
-            f"the trainer returned an incomplete run ({final.get('epochs')} of {getattr(config, 'epochs', '?')} "
+            f"the trainer returned an incomplete run ({final.get('epochs')} of {epochs} "
             f"epochs); not marking {folder.name} as done"
         )
+    final["completed"] = True
     write_records_csv(folder / HISTORY_FILE, list(_get(result, "history", []) or []))
     write_records_csv(folder / SCHEDULE_FILE, list(_get(result, "schedule_history", []) or []))
     final.setdefault("wall_seconds", wall_seconds)

@@ -13,9 +13,12 @@ A run is identified by its config (a frozen dataclass with ``kind``, ``to_dict()
     wall_time.json         seconds spent by failed attempts (summed into the final wall time)
 
 Every file is written atomically (temporary sibling, then ``os.replace``). A run is complete
-(``"done"``) only if ``final.json`` parses, has the keys :data:`FINAL_KEYS`, and its ``kind`` and
-``digest`` are the folder's config's; a folder that fails these checks is ``"corrupt"`` (unreadable
-or incomplete files) or ``"foreign"`` (files of another config), see :func:`inspect_run`.
+(``"done"``) only if ``final.json`` parses, has the keys :data:`FINAL_KEYS`, its ``kind`` and
+``digest`` are the folder's config's, it records all the config's epochs and ``"completed": true``,
+both CSVs parse (``history.csv`` with one row per epoch and one for epoch 0) and ``model.pt`` loads
+and belongs to the config; a folder that fails these checks is ``"corrupt"`` (unreadable or
+incomplete files: ``repair`` removes the results and the trainer rebuilds them from its checkpoint)
+or ``"foreign"`` (files of another config), see :func:`inspect_run`.
 """
 from __future__ import annotations
 
@@ -31,8 +34,9 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from tvolib import paths
-from tvolib.checkpoint import atomic_write
+from tvolib.checkpoint import CorruptFileError, atomic_write
 from tvolib.runs.kinds import get_kind
+from tvolib.training.run_folder import MODEL_ADVICE, load_model_state
 
 __all__ = [
     "CONFIG_FILE", "FINAL_FILE", "HISTORY_FILE", "SCHEDULE_FILE", "ERROR_FILE", "CHECKPOINT_FILE",
@@ -271,6 +275,36 @@ def _final_problem(config: Any, file: Path) -> RunState | None:
     if final["kind"] != config_kind(config) or final["digest"] != config.digest():
         return RunState("foreign", f"{FINAL_FILE} belongs to run {final['kind']}-{final['digest']}, "
                                    f"not {config_digest(config)}")
+    epochs = getattr(config, "epochs", final["epochs"])
+    if final["epochs"] != epochs or final.get("completed") is not True:
+        return RunState("corrupt", f"{FINAL_FILE} records {final['epochs']!r} of the config's {epochs} epochs "
+                                   f"(completed: {final.get('completed')!r}): the run is not complete")
+    return None
+
+
+def _csv_problem(config: Any, folder: Path, name: str) -> RunState | None:
+    """A missing or unparsable CSV of a complete run; ``history.csv`` must hold epochs 0..``epochs``."""
+    if not (folder / name).is_file():
+        return RunState("corrupt", f"{name} is missing although {FINAL_FILE} marks the run complete")
+    try:
+        rows = len(read_records_csv(folder / name))
+    except RunFolderError as err:
+        return RunState("corrupt", err.problems[0][2])
+    expected = getattr(config, "epochs", rows - 1) + 1
+    if name == HISTORY_FILE and rows != expected:
+        return RunState("corrupt", f"{name} holds {rows} rows, not the {expected} of epochs 0..{expected - 1}")
+    return None
+
+
+def _model_problem(config: Any, folder: Path) -> RunState | None:
+    """A missing, damaged or foreign ``model.pt`` in a complete run (its tensors mapped, not read)."""
+    path = folder / MODEL_FILE
+    if not path.is_file():
+        return RunState("corrupt", f"{MODEL_FILE} is missing although {FINAL_FILE} marks the run complete")
+    try:
+        load_model_state(path, config.digest(), advice=MODEL_ADVICE.format(path=path), mmap=True)
+    except CorruptFileError as err:
+        return RunState("corrupt", str(err).split("; ")[0])
     return None
 
 
@@ -282,7 +316,8 @@ def inspect_run(config: Any, results_root: str | os.PathLike[str] | None = None)
         results_root: the results folder (default as in :func:`run_dir`).
 
     Returns:
-        A :class:`RunState`: ``"done"`` (``final.json`` valid and this config's, the CSVs present),
+        A :class:`RunState`: ``"done"`` (``final.json`` valid, complete and this config's, the CSVs
+        readable, ``model.pt`` this config's: see the module docstring),
         ``"partial"`` (started, not finished), ``"missing"``, ``"corrupt"`` or ``"foreign"`` (with
         the reason).
     """
@@ -297,12 +332,8 @@ def inspect_run(config: Any, results_root: str | os.PathLike[str] | None = None)
     if not (folder / FINAL_FILE).exists():
         return RunState("partial" if any(folder.iterdir()) else "missing")
     problem = _final_problem(config, folder / FINAL_FILE)
-    if problem is not None:
-        return problem
-    for name in (HISTORY_FILE, SCHEDULE_FILE):
-        if not (folder / name).is_file():
-            return RunState("corrupt", f"{name} is missing although {FINAL_FILE} marks the run complete")
-    return RunState("done")
+    problem = problem or _csv_problem(config, folder, HISTORY_FILE) or _csv_problem(config, folder, SCHEDULE_FILE)
+    return problem or _model_problem(config, folder) or RunState("done")
 
 
 def check_run(config: Any, results_root: str | os.PathLike[str] | None = None) -> RunState:
@@ -316,8 +347,9 @@ def check_run(config: Any, results_root: str | os.PathLike[str] | None = None) -
 def clear_run(config: Any, results_root: str | os.PathLike[str] | None = None) -> None:
     """Repair a corrupt or foreign folder so that the run can be recomputed.
 
-    When ``config.json`` is this config's, only the result files (``final.json`` and the CSVs) are
-    removed and the trainer resumes from its checkpoint; otherwise the whole folder is removed.
+    When ``config.json`` is this config's, only the result files (``final.json``, the CSVs and
+    ``model.pt``) are removed and the trainer rebuilds them from its checkpoint (a complete run's
+    checkpoint is at its last epoch: nothing is trained again); otherwise the whole folder is removed.
     """
     folder = run_dir(config, results_root)
     if folder.is_file() or folder.is_symlink():
@@ -325,7 +357,7 @@ def clear_run(config: Any, results_root: str | os.PathLike[str] | None = None) -
     elif folder.is_dir() and (not (folder / CONFIG_FILE).exists() or _config_problem(config, folder) is not None):
         shutil.rmtree(folder)
     else:
-        for name in (FINAL_FILE, HISTORY_FILE, SCHEDULE_FILE):
+        for name in (FINAL_FILE, HISTORY_FILE, SCHEDULE_FILE, MODEL_FILE):
             (folder / name).unlink(missing_ok=True)
 
 

@@ -25,7 +25,7 @@ from tvolib.data import DATASETS, load_dataset
 from tvolib.models import MODELS as MODEL_CLASSES, build_model
 from tvolib.objectives import OBJECTIVES, LossOutput, compute_loss
 from tvolib.schedules import Schedule
-from tvolib.checkpoint import load
+from tvolib.training.run_folder import MODEL_ADVICE, load_model_state
 from tvolib.training.evaluate import evaluate
 from tvolib.training.fields import bad_field, check_integers, check_positive_numbers, check_seeds
 from tvolib.training.loop import RunResult, Task, derived_seed, run
@@ -420,5 +420,5 @@ def load_image_model(config: RunConfig, path: str | Path, device: torch.device) 
     SBN's ``train_mean`` buffer).
     """
     model = build_model(config.model, **dict(config.model_options))
-    model.load_state_dict(load(path, advice=f"delete {path} and train the run again"))
+    model.load_state_dict(load_model_state(path, config.digest(), advice=MODEL_ADVICE.format(path=path)))
     return model.to(device).eval()

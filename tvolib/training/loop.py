@@ -361,7 +361,7 @@ def finish(task: Task, folder: RunFolder | None, history: list[dict[str, Any]], 
     """The :class:`RunResult`; ``model.pt`` written once the run is complete."""
     final = final_record(task, history, timers, epochs_done)
     if final["completed"] and model_out and folder is not None:
-        folder.save_model(task.trained_state())
+        folder.save_model(task.trained_state(), task.config.digest())
     return RunResult(config=task.config, history=history, schedule_history=plain(task.schedule.history()),
                      final=final)
 

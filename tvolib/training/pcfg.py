@@ -47,7 +47,8 @@ from tvolib.models.pcfg import (
 )
 from tvolib.objectives import covariance_surrogate
 from tvolib.schedules import Schedule
-from tvolib.checkpoint import CorruptFileError, load
+from tvolib.checkpoint import CorruptFileError
+from tvolib.training.run_folder import MODEL_ADVICE, load_model_state
 from tvolib.training.fields import bad_field, check_integers, check_positive_numbers, check_seeds
 from tvolib.training.loop import RunResult, Task, derived_seed, run
 from tvolib.training.pcfg_levels import KL_DIRECTIONS
@@ -426,7 +427,7 @@ def train_pcfg(
 
 def load_pcfg_models(config: PCFGConfig, path: str | Path, device: torch.device) -> PCFGModels:
     """The trained grammar model and inference network stored in ``path`` (a complete run's ``model.pt``)."""
-    state = load(path, advice=f"delete {path} and train the run again")
+    state = load_model_state(path, config.digest(), advice=MODEL_ADVICE.format(path=path))
     if not isinstance(state, dict) or state.get("config") != config.to_dict():
         held = state.get("config") if isinstance(state, dict) else type(state).__name__
         raise CorruptFileError(f"{path} holds another config ({held}), not {config.to_dict()}")

@@ -1,7 +1,7 @@
 """Run folders: checked, locked against a second process, cleaned, with checked checkpoints.
 
 A run's results folder holds ``checkpoint.pt`` (everything needed to resume), ``model.pt`` (the
-trained model, once complete) and ``.lock``. A :class:`RunFolder` is entered before training: it
+trained model, once complete, with its config's digest: :func:`load_model_state` checks it) and ``.lock``. A :class:`RunFolder` is entered before training: it
 checks that the folder is a writable folder, takes an exclusive ``fcntl.flock`` on ``.lock`` (a
 second process gets a clear :class:`RunFolderError`), removes temporary files left by killed
 writes, and checks a checkpoint's format version, config digest and epoch before anything is
@@ -22,8 +22,8 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
-    "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOCK_NAME", "MODEL_NAME", "RunFolder", "RunFolderAccessError",
-    "RunLockedError", "check_writable",
+    "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOCK_NAME", "MODEL_ADVICE", "MODEL_FORMAT", "MODEL_NAME", "RunFolder",
+    "RunFolderAccessError", "RunLockedError", "check_writable", "load_model_state", "model_record",
 ]
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -33,6 +33,12 @@ LOCK_NAME = ".lock"
 CHECKPOINT_FORMAT = 2
 _READABLE_FORMATS = (1, 2)
 _CHECKPOINT_KEYS = ("format", "digest", "epoch", "optimizers", "schedule", "rng", "history", "timers")
+#: Version of the ``model.pt`` layout ``{"model_format", "digest", "state"}``; files without it
+#: (written before model files carried their config's digest) hold the bare state and are still read.
+MODEL_FORMAT = 1
+#: What to do about a bad ``model.pt`` (``{path}``): the trainer rebuilds it from the final checkpoint.
+MODEL_ADVICE = ("delete {path} and run the trainer again: it rewrites model.pt from the run's checkpoint "
+                "(or retrains the run without one)")
 #: Locks this process holds: resolved folder -> [lock file descriptor, times entered]. A folder
 #: locked by the runner is entered again by its trainer in the same process (an ``flock`` taken
 #: twice through two descriptors would refuse the second).
@@ -65,6 +71,41 @@ def check_writable(folder: Path, *, what: str = "run folder", advice: str = "cho
                                    f"({exc.strerror or exc}); fix its permissions or {advice}") from exc
 
 
+def model_record(state: Any, digest: str) -> dict[str, Any]:
+    """What ``model.pt`` holds: the trained ``state`` with its config's ``digest``."""
+    return {"model_format": MODEL_FORMAT, "digest": digest, "state": state}
+
+
+def load_model_state(path: str | os.PathLike[str], digest: str, *, advice: str, mmap: bool = False) -> Any:
+    """The trained state in ``model.pt`` at ``path``, checked to belong to the config ``digest``.
+
+    Raises:
+        CorruptFileError: the file is damaged or holds another config's model (naming the file and
+            ``advice``); ``FileNotFoundError`` when it is absent.
+    """
+    path = Path(path)
+    record = load(path, advice=advice, mmap=mmap)
+    if not isinstance(record, dict) or "model_format" not in record:
+        return record  # written before model files carried their config's digest
+    if record["model_format"] != MODEL_FORMAT or "state" not in record:
+        raise CorruptFileError(f"{path} has model format {record['model_format']!r} (this tvolib reads "
+                               f"{MODEL_FORMAT}) or no state; {advice}")
+    if record.get("digest") != digest:
+        raise CorruptFileError(f"{path} is the model of config {record.get('digest')!r}, not of this config "
+                               f"{digest!r} (copied from another run?); {advice}")
+    return record["state"]
+
+
+def _check_history(path: Path, history: Any, epoch: int, advice: str) -> None:
+    """A checkpoint's history must hold the rows of epochs ``0..epoch``, in order (none cut or repeated)."""
+    found = [row.get("epoch") if isinstance(row, dict) else row for row in history] \
+        if isinstance(history, list) else history
+    if found != list(range(epoch + 1)):
+        shown = found if not isinstance(found, list) or len(found) <= 12 else [*found[:5], "...", *found[-5:]]
+        raise CorruptFileError(f"{path} is at epoch {epoch} but its history holds the rows of epochs {shown!r}, "
+                               f"not 0..{epoch}; {advice}")
+
+
 class RunFolder:
     """A results folder that one process trains in: checked, locked, cleaned, with checked checkpoints.
 
@@ -78,6 +119,9 @@ class RunFolder:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            raise ValueError(f"run_dir must be a folder path (e.g. 'results/demo'), or None to save nothing; "
+                             f"got {path!r}")
         self.path = Path(path)
         self.checkpoint_path = self.path / CHECKPOINT_NAME
         self.model_path = self.path / MODEL_NAME
@@ -126,7 +170,8 @@ class RunFolder:
         """The checkpoint's state (``None`` if there is none), checked before anything is restored.
 
         Checks: the file loads, is a dict with the expected keys, its ``format`` is one this code
-        reads, its config ``digest`` equals ``digest``, and its epoch lies in ``[0, epochs]``.
+        reads, its config ``digest`` equals ``digest``, its epoch lies in ``[0, epochs]``, and its
+        history holds one row per epoch ``0..epoch``.
         """
         path = self.checkpoint_path
         if not path.exists():
@@ -145,12 +190,13 @@ class RunFolder:
         epoch = state["epoch"]
         if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= epochs:
             raise CorruptFileError(f"{path} is at epoch {epoch!r}, outside this config's 0..{epochs}; {advice}")
+        _check_history(path, state["history"], epoch, advice)
         return state
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         """Write ``state`` (with ``format`` set) atomically to ``checkpoint.pt``."""
         atomic_save({"format": CHECKPOINT_FORMAT, **state}, self.checkpoint_path)
 
-    def save_model(self, obj: Any) -> None:
-        """Write the trained model's state atomically to ``model.pt``."""
-        atomic_save(obj, self.model_path)
+    def save_model(self, obj: Any, digest: str) -> None:
+        """Write the trained model's state with its config's ``digest`` atomically to ``model.pt``."""
+        atomic_save(model_record(obj, digest), self.model_path)
