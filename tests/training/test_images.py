@@ -127,7 +127,7 @@ CHANGED = {
     "model": "sbn", "dataset": "binarized_mnist", "n_train": 100, "n_test": 100, "data_seed": 1,
     "objective": "elbo", "schedule": "linear", "d": 6, "S": 11, "epochs": 101, "batch_size": 999,
     "lr": 2e-3, "seed": 2, "log_beta1": 0.03, "eval_every": 5, "eval_S": 4999,
-    "schedule_options": {"update_every": 2}, "model_options": {"hidden": 50},
+    "schedule_options": {"update_every": 2}, "model_options": {"hidden": 50}, "precision": "bf16",
 }
 
 

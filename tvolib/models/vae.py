@@ -71,13 +71,13 @@ class GaussianVAE(LatentVariableModel):
 
     def q(self, x: Tensor) -> Independent:
         """q(z | x): a diagonal Gaussian over the last dimension (batch shape of ``x`` minus 1)."""
-        mean, log_std = self.encoder(x).chunk(2, dim=-1)
+        mean, log_std = self.encoder(x).float().chunk(2, dim=-1)  # float32 densities under autocast
         return Independent(Normal(mean, log_std.exp(), validate_args=False), 1, validate_args=False)
 
     def log_joint(self, z: Tensor, x: Tensor) -> Tensor:
         """log p(x, z) = log N(z; 0, I) + log Bernoulli(x; decoder(z)), summed over dimensions."""
         prior = Normal(torch.zeros((), device=z.device, dtype=z.dtype), 1.0, validate_args=False)
-        likelihood = Bernoulli(logits=self.decoder(z), validate_args=False)
+        likelihood = Bernoulli(logits=self.decoder(z).float(), validate_args=False)
         return prior.log_prob(z).sum(-1) + likelihood.log_prob(x).sum(-1)
 
     def log_joint_and_q(self, x: Tensor, S: int, reparam: bool) -> tuple[Tensor, Tensor]:
@@ -89,7 +89,7 @@ class GaussianVAE(LatentVariableModel):
 
     def sample_joint(self, n: int) -> tuple[Tensor, Tensor]:
         z = torch.randn(n, self.latent_dim, device=self.device)
-        x = Bernoulli(logits=self.decoder(z), validate_args=False).sample()
+        x = Bernoulli(logits=self.decoder(z).float(), validate_args=False).sample()
         return z, x
 
     def log_q_given(self, z: Tensor, x: Tensor) -> Tensor:

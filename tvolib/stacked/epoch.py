@@ -23,6 +23,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from tvolib.precision import autocast_scope, matmul_scope, precision_scope
 from tvolib.stacked.models import StackedModel
 from tvolib.stacked.objectives import LeftPoints, StackedLossOutput, stacked_loss
 from tvolib.stacked.optim import StackedAdam
@@ -64,7 +65,7 @@ def _epoch_sums(outputs: list[StackedLossOutput], specs: Sequence[EvidenceSpec],
 
 def train_epoch(model: StackedModel, optimiser: StackedAdam, objective: str, x: Tensor, perm: Tensor,
                 generators: Sequence[torch.Generator], *, S: int, batch_size: int, points: LeftPoints | None,
-                specs: Sequence[EvidenceSpec]) -> tuple[Tensor, Tensor]:
+                specs: Sequence[EvidenceSpec], precision: str = "fp32") -> tuple[Tensor, Tensor]:
     """Train every run of ``model`` for one epoch; return its minibatch losses and metric sums.
 
     Args:
@@ -76,6 +77,8 @@ def train_epoch(model: StackedModel, optimiser: StackedAdam, objective: str, x: 
         S, batch_size: samples per point and examples per minibatch (the last one may be smaller).
         points: the runs' left points (:func:`~tvolib.stacked.objectives.left_points`) for the TVO objectives.
         specs: each run's evidence estimate.
+        precision: the runs' training arithmetic (:mod:`tvolib.precision`): TF32 matmuls over the
+            epoch for ``tf32`` (CUDA), bf16 autocast of each forward pass and loss for ``bf16``.
 
     Returns:
         ``loss_log`` ``(minibatches, K, 2)`` (the loss in column 0, for the divergence check) and
@@ -87,29 +90,35 @@ def train_epoch(model: StackedModel, optimiser: StackedAdam, objective: str, x: 
     loss_log = torch.zeros(n_batches, K, 2, device=dev)
     rows = torch.arange(K, device=dev)[:, None]
     outputs = []
-    for b in range(n_batches):  # no host synchronisation in here
-        xb = x[rows, perm[:, b * batch_size:(b + 1) * batch_size]].to(torch.float32)
-        out = stacked_loss(objective, model, xb, S, model.draw_noise(generators, S, xb.shape[1]), points)
-        loss_log[b, :, 0] = out.loss.detach()
-        out.loss.sum().backward()
-        optimiser.step()
-        optimiser.zero_grad()
-        outputs.append(out._replace(loss=out.loss.detach()))
+    with matmul_scope(precision, dev):
+        for b in range(n_batches):  # no host synchronisation in here
+            xb = x[rows, perm[:, b * batch_size:(b + 1) * batch_size]].to(torch.float32)
+            noise = model.draw_noise(generators, S, xb.shape[1])
+            with autocast_scope(precision, dev):
+                out = stacked_loss(objective, model, xb, S, noise, points)
+            loss_log[b, :, 0] = out.loss.detach()
+            out.loss.sum().backward()
+            optimiser.step()
+            optimiser.zero_grad()
+            outputs.append(out._replace(loss=out.loss.detach()))
     finite = torch.isfinite(loss_log).all(dim=2).all(dim=0).tolist()
     return loss_log, _epoch_sums(outputs, specs, finite)
 
 
 @torch.no_grad()
 def initial_evidence(model: StackedModel, x: Tensor, generators: Sequence[torch.Generator], *, S: int,
-                     batch_size: int, specs: Sequence[EvidenceSpec]) -> list[float]:
+                     batch_size: int, specs: Sequence[EvidenceSpec], precision: str = "fp32") -> list[float]:
     """Each run's mean evidence estimate ``L`` over its points ``x[k]`` ``(K, N, D)``, without training.
 
     Minibatches of ``batch_size`` points, ``S`` samples from ``generators[k]``; the sum is added up
-    in float64 minibatch by minibatch and divided by ``N`` (the single trainer's ``L_0``).
+    in float64 minibatch by minibatch and divided by ``N`` (the single trainer's ``L_0``), in the
+    runs' ``precision``.
     """
     total = torch.zeros(model.K, dtype=torch.float64, device=model.device)
     for xb in x.split(batch_size, dim=1):
         xb = xb.to(torch.float32)
-        log_p, log_q = model.log_joint_and_q(xb, S, False, model.draw_noise(generators, S, xb.shape[1]))
+        noise = model.draw_noise(generators, S, xb.shape[1])
+        with precision_scope(precision, model.device):
+            log_p, log_q = model.log_joint_and_q(xb, S, False, noise)
         total += evidence_sums(log_p - log_q, specs)
     return [value / x.shape[1] for value in total.tolist()]

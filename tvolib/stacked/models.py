@@ -78,7 +78,7 @@ def _vae_noise(model: GaussianVAE, S: int, B: int) -> list[tuple[str, tuple[int,
 def _vae_forward(model: GaussianVAE, params: Params, buffers: Params, x: Tensor, noise: list[Tensor],
                  reparam: bool) -> tuple[Tensor, Tensor]:
     """Stacked :meth:`GaussianVAE.log_joint_and_q`, with ``z = mean + eps * std`` for the given ``eps``."""
-    mean, log_std = _sequential(model.encoder, "encoder", params, x).chunk(2, dim=-1)
+    mean, log_std = _sequential(model.encoder, "encoder", params, x).float().chunk(2, dim=-1)  # float32 under autocast
     std = log_std.exp()
     q = Normal(mean.unsqueeze(1), std.unsqueeze(1), validate_args=False)  # (K, 1, B, L)
     eps = noise[0]  # (K, S, B, L)
@@ -88,7 +88,7 @@ def _vae_forward(model: GaussianVAE, params: Params, buffers: Params, x: Tensor,
         with torch.no_grad():
             z = q.loc + eps * q.scale
     prior = Normal(torch.zeros((), device=z.device, dtype=z.dtype), 1.0, validate_args=False)
-    logits = _sequential(model.decoder, "decoder", params, z)
+    logits = _sequential(model.decoder, "decoder", params, z).float()
     likelihood = Bernoulli(logits=logits, validate_args=False)
     log_p = prior.log_prob(z).sum(-1) + likelihood.log_prob(x.unsqueeze(1)).sum(-1)
     return log_p, q.log_prob(z).sum(-1)
@@ -110,17 +110,17 @@ def _sbn_forward(model: SigmoidBeliefNetwork, params: Params, buffers: Params, x
         raise ValueError("the SBN has discrete latents: no reparameterisation, call with reparam=False")
     n = len(model.encoder)
     h = (x - buffers["train_mean"].unsqueeze(1) + 1) / 2
-    q = _bernoulli(batched_linear(h, params["encoder.0.weight"], params["encoder.0.bias"]).unsqueeze(1))
+    q = _bernoulli(batched_linear(h, params["encoder.0.weight"], params["encoder.0.bias"]).float().unsqueeze(1))
     zs = [(noise[0] < q.probs).to(x.dtype)]  # (K, S, B, d_1)
     log_q = q.log_prob(zs[0]).sum(-1)
     for i in range(1, n):
-        q = _bernoulli(batched_linear(2 * zs[-1] - 1, params[f"encoder.{i}.weight"], params[f"encoder.{i}.bias"]))
+        q = _bernoulli(batched_linear(2 * zs[-1] - 1, params[f"encoder.{i}.weight"], params[f"encoder.{i}.bias"]).float())
         zs.append((noise[i] < q.probs).to(x.dtype))
         log_q = log_q + q.log_prob(zs[-1]).sum(-1)
     log_p = _bernoulli(params["prior_logits"][:, None, None, :]).log_prob(zs[-1]).sum(-1)
     below = [*zs[-2::-1], x.unsqueeze(1)]
     for i, (parent, child) in enumerate(zip(zs[::-1], below)):
-        logits = batched_linear(2 * parent - 1, params[f"decoder.{i}.weight"], params[f"decoder.{i}.bias"])
+        logits = batched_linear(2 * parent - 1, params[f"decoder.{i}.weight"], params[f"decoder.{i}.bias"]).float()
         log_p = log_p + _bernoulli(logits).log_prob(child).sum(-1)
     return log_p, log_q
 

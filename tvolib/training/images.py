@@ -24,6 +24,7 @@ from tvolib.config import ExperimentConfig, freeze, resolve_device
 from tvolib.data import DATASETS, load_dataset
 from tvolib.models import MODELS as MODEL_CLASSES, build_model
 from tvolib.objectives import OBJECTIVES, LossOutput, compute_loss
+from tvolib.precision import PRECISIONS, autocast_scope, matmul_scope, precision_scope
 from tvolib.schedules import Schedule
 from tvolib.training.run_folder import MODEL_ADVICE, load_model_state
 from tvolib.training.evaluate import evaluate
@@ -79,7 +80,10 @@ class RunConfig(ExperimentConfig):
     ``log_beta1`` is ``beta_1``, the first non-zero point of the ``log`` schedule (its name is kept
     so that results folders keep their names). ``schedule_options`` / ``model_options`` are extra
     keyword arguments for the schedule's constructor / ``build_model``, stored as a sorted tuple of
-    pairs (a dict is accepted and normalised) so the config stays hashable.
+    pairs (a dict is accepted and normalised) so the config stays hashable. ``precision`` is the
+    training arithmetic (:mod:`tvolib.precision`: ``"fp32"``, ``"tf32"`` or ``"bf16"``; evaluation is
+    always fp32); it is part of :meth:`to_dict` and the digest only when it is not ``"fp32"``, so
+    every fp32 config keeps the name it had before the setting existed.
 
     Example:
         >>> RunConfig(dataset="mnist", schedule="gp_bandit", d=5, S=10).validate().digest()  # doctest: +SKIP
@@ -103,6 +107,7 @@ class RunConfig(ExperimentConfig):
     eval_S: int = 5000
     schedule_options: tuple[tuple[str, Any], ...] = ()
     model_options: tuple[tuple[str, Any], ...] = ()
+    precision: str = "fp32"
     kind: ClassVar[str] = "tvo"
 
     def __post_init__(self) -> None:
@@ -113,6 +118,13 @@ class RunConfig(ExperimentConfig):
     def uses_schedule(self) -> bool:
         """Whether the objective integrates over a schedule (TVO family) so that ``d``/``schedule`` matter."""
         return self.objective.startswith("tvo")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Field values as JSON-ready objects; ``precision`` only when it is not the default ``"fp32"``."""
+        fields = super().to_dict()
+        if fields["precision"] == "fp32":
+            del fields["precision"]
+        return fields
 
     def digest(self) -> str:
         """The results folder's name (:func:`~tvolib.training.schedule.config_digest`)."""
@@ -134,7 +146,7 @@ class RunConfig(ExperimentConfig):
 
     def _validate_names(self) -> None:
         for name, accepted in (("model", MODELS), ("dataset", tuple(DATASETS)), ("objective", tuple(OBJECTIVES)),
-                               ("schedule", SCHEDULES)):
+                               ("schedule", SCHEDULES), ("precision", PRECISIONS)):
             if getattr(self, name) not in accepted:
                 raise self._bad(name, f"choose one of {list(accepted)}")
         if getattr(MODEL_CLASSES[self.model], "discrete", False) and self.objective in REPARAM_OBJECTIVES:
@@ -252,13 +264,14 @@ class ImageTask(Task):
         super().load_optimiser_states([merge_adam_states(states)] if len(states) == 2 else states)
 
     def _loss(self, x: Tensor, betas: Tensor) -> LossOutput:
-        if self.compiled is None:
-            return compute_loss(self.config.objective, self.model, x, self.config.S, betas)
-        self.model.log_joint_and_q = self.compiled  # the instance attribute shadows the method for this call
-        try:
-            return compute_loss(self.config.objective, self.model, x, self.config.S, betas)
-        finally:
-            del self.model.log_joint_and_q
+        with autocast_scope(self.config.precision, self.device):  # bf16: the networks; densities in fp32
+            if self.compiled is None:
+                return compute_loss(self.config.objective, self.model, x, self.config.S, betas)
+            self.model.log_joint_and_q = self.compiled  # the instance attribute shadows the method for this call
+            try:
+                return compute_loss(self.config.objective, self.model, x, self.config.S, betas)
+            finally:
+                del self.model.log_joint_and_q
 
     def _step(self, out: LossOutput) -> None:
         """One Adam step; with two losses (wake-sleep family) each trains only its own parameter set."""
@@ -286,15 +299,16 @@ class ImageTask(Task):
         n_batches = math.ceil(n / config.batch_size)
         self.loss_log = torch.zeros(n_batches, 2, device=dev)
         outputs = []
-        for b in range(n_batches):
-            xb = x_epoch[perm[b * config.batch_size:(b + 1) * config.batch_size]]
-            out = self._loss(xb, betas)  # betas stay on the CPU: the objective validates them without a sync
-            self.loss_log[b, 0] = out.loss.detach()
-            if out.phi_loss is not None:
-                self.loss_log[b, 1] = out.phi_loss.detach()
-            self._step(out)
-            outputs.append(out._replace(loss=out.loss.detach(), log_w=out.log_w.detach(),
-                                        phi_loss=None if out.phi_loss is None else out.phi_loss.detach()))
+        with matmul_scope(config.precision, dev):  # tf32: TF32 matmuls forward and backward (CUDA)
+            for b in range(n_batches):
+                xb = x_epoch[perm[b * config.batch_size:(b + 1) * config.batch_size]]
+                out = self._loss(xb, betas)  # betas stay on the CPU: the objective validates them without a sync
+                self.loss_log[b, 0] = out.loss.detach()
+                if out.phi_loss is not None:
+                    self.loss_log[b, 1] = out.phi_loss.detach()
+                self._step(out)
+                outputs.append(out._replace(loss=out.loss.detach(), log_w=out.log_w.detach(),
+                                            phi_loss=None if out.phi_loss is None else out.phi_loss.detach()))
         sums, two_losses = self._epoch_sums(outputs, dev), outputs[-1].phi_loss is not None
         means = (sums / n).tolist()
         row: dict[str, Any] = {"epoch": epoch, "loss": means[0], **({"phi_loss": means[1]} if two_losses else {})}
@@ -327,8 +341,9 @@ class ImageTask(Task):
         x = self._x_epoch[:SCHEDULE_LOG_WEIGHT_EXAMPLES]
 
         def log_weights() -> Tensor:
-            """log w (S, N) on up to 1000 training examples of this epoch's binarisation, no grad."""
-            with torch.no_grad():
+            """log w (S, N) on up to 1000 training examples of this epoch's binarisation, no grad
+            (in the run's precision, as the training minibatches' log w)."""
+            with torch.no_grad(), precision_scope(self.config.precision, self.device):
                 log_p, log_q = self.model.log_joint_and_q(x, self.config.S, reparam=False)
                 return log_p - log_q
 
@@ -336,10 +351,11 @@ class ImageTask(Task):
 
     @torch.no_grad()
     def initial_evidence(self) -> float:
-        """``L_0`` over a binarisation of the training set, from streams seeded for this purpose only."""
+        """``L_0`` over a binarisation of the training set, from streams seeded for this purpose only
+        (in the run's precision: the bandit compares it with the training minibatches' evidence)."""
         config, dev = self.config, self.device
         devices = [dev.index or 0] if dev.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
+        with torch.random.fork_rng(devices=devices), precision_scope(config.precision, dev):
             torch.manual_seed(derived_seed(config.seed, "initial_evidence"))
             x = self.data.train_epoch(torch.Generator(device=dev).manual_seed(derived_seed(config.seed, "L_0 data")))
             total = torch.zeros((), dtype=torch.float64, device=dev)
@@ -349,8 +365,11 @@ class ImageTask(Task):
         return float(total) / x.shape[0]
 
     def evaluate(self, epoch: int) -> dict[str, float]:
-        """Test log p(x) (IWAE bound with ``eval_S`` samples), ELBO and KL under an epoch-seeded forked RNG."""
-        metrics = evaluate(self.model, self.data.test, S=self.config.eval_S, seed=self.config.seed * 1_000_003 + epoch)
+        """Test log p(x) (IWAE bound with ``eval_S`` samples), ELBO and KL under an epoch-seeded forked RNG
+        (always in fp32, whatever the run's precision)."""
+        with precision_scope("fp32", self.device):
+            metrics = evaluate(self.model, self.data.test, S=self.config.eval_S,
+                               seed=self.config.seed * 1_000_003 + epoch)
         return {f"test_{k}": float(metrics[k]) for k in ("log_px", "elbo", "kl")}
 
     def final_metrics(self, history: list[dict[str, Any]], epochs_done: int) -> dict[str, Any]:

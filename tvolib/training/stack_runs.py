@@ -19,6 +19,7 @@ from torch import Tensor
 from tvolib.checkpoint import plain
 from tvolib.data import load_dataset
 from tvolib.models import build_model
+from tvolib.precision import precision_scope
 from tvolib.stacked import StackedModel, evaluate_stack
 from tvolib.stacked.epoch import initial_evidence, train_epoch
 from tvolib.stacked.objectives import left_points
@@ -107,7 +108,7 @@ class StackRun(Task):
         def log_weights() -> Tensor:
             x = stack.x_epoch[index, :SCHEDULE_LOG_WEIGHT_EXAMPLES].to(stack.data.train.dtype)
             model = stack.model.unstack(index)
-            with torch.no_grad(), _global_rng(self.noise):
+            with torch.no_grad(), _global_rng(self.noise), precision_scope(self.config.precision, self.device):
                 log_p, log_q = model.log_joint_and_q(x, self.config.S, reparam=False)
             return log_p - log_q
 
@@ -224,7 +225,8 @@ class Stack:
         perm = torch.stack([torch.randperm(n, generator=r.generators["shuffle"]) for r in runs]).to(dev)
         loss_log, sums = train_epoch(self.model, self.optimiser, config.objective, x, perm, [r.noise for r in runs],
                                      S=config.S, batch_size=config.batch_size, specs=[r.spec for r in runs],
-                                     points=left_points(betas, device=dev) if config.uses_schedule else None)
+                                     points=left_points(betas, device=dev) if config.uses_schedule else None,
+                                     precision=config.precision)
         self.x_epoch = x
         for k, (run, m) in enumerate(zip(runs, (sums / n).tolist())):
             row = {"epoch": run.done + 1, "loss": m[0], "train_elbo": m[2], "train_iwae": m[3],
@@ -237,13 +239,14 @@ class Stack:
         noise = [torch.Generator(device=dev).manual_seed(derived_seed(s, "initial_evidence")) for s in seeds]
         x = self._binarised([torch.Generator(device=dev).manual_seed(derived_seed(s, "L_0 data")) for s in seeds])
         values = initial_evidence(self._sub(runs), x, noise, S=self.config.S, batch_size=self.config.batch_size,
-                                  specs=[r.spec for r in runs])
+                                  specs=[r.spec for r in runs], precision=self.config.precision)
         for run, value in zip(runs, values):
             run.results["L_0"] = value
 
     def evaluate(self, runs: list[StackRun], epochs: list[int]) -> None:
         """Test metrics of each run after its epoch (ImageTask.evaluate, batched: :func:`evaluate_stack`)."""
         seeds = [r.config.seed * 1_000_003 + e for r, e in zip(runs, epochs)]
-        metrics = evaluate_stack(self._sub(runs), self.data.test, seeds=seeds, S=self.config.eval_S)
+        with precision_scope("fp32", self.device):  # evaluation is fp32 whatever the runs' precision
+            metrics = evaluate_stack(self._sub(runs), self.data.test, seeds=seeds, S=self.config.eval_S)
         for run, epoch, m in zip(runs, epochs, metrics):
             run.results[("evaluate", epoch)] = {f"test_{k}": float(m[k]) for k in ("log_px", "elbo", "kl")}
