@@ -1,4 +1,9 @@
-"""Writing figures (PDF and PNG) and tables (CSV and Markdown) under one file stem."""
+"""Writing figures (PDF and PNG) and tables (CSV and Markdown) under one file stem.
+
+Every file is written atomically (:func:`tvolib.checkpoint.atomic_write`: produced in memory, then
+a temporary sibling renamed over the old file), so a process killed while saving keeps the
+previous figure or table whole.
+"""
 from __future__ import annotations
 
 import os
@@ -7,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from tvolib.checkpoint import atomic_write
 from tvolib.paper.analysis import markdown_table
 from tvolib.paths import figures_dir as default_figures_dir
 
@@ -33,8 +39,8 @@ def save_figure(fig: Figure, name: str, figures_dir: str | os.PathLike[str] | No
     _check_stem(name, "figure", "fig4_vae_mnist_fashion")
     out = default_figures_dir(figures_dir)
     paths = [out / f"{name}.pdf", out / f"{name}.png"]
-    fig.savefig(paths[0], metadata={"CreationDate": None})
-    fig.savefig(paths[1], metadata={"Software": None})
+    atomic_write(paths[0], lambda f: fig.savefig(f, format="pdf", metadata={"CreationDate": None}))
+    atomic_write(paths[1], lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
     return paths
 
 
@@ -56,7 +62,7 @@ def save_table(
     out = default_figures_dir(figures_dir)
     index = not isinstance(frame.index, pd.RangeIndex)
     csv_path, md_path = out / f"{name}.csv", out / f"{name}.md"
-    frame.to_csv(csv_path, index=index)
+    atomic_write(csv_path, lambda f: frame.to_csv(f, index=index), "w")
     text = markdown_table(frame, floatfmt=floatfmt, index=index)
-    md_path.write_text(f"{caption}\n\n{text}" if caption else text)
+    atomic_write(md_path, lambda f: f.write(f"{caption}\n\n{text}" if caption else text), "w")
     return [csv_path, md_path]
