@@ -96,6 +96,17 @@ class EvidenceSpec:
         else:
             raise ValueError(f"EvidenceSpec.rule must be 'left' or 'trapezoid'; got {self.rule!r}")
 
+    def quadrature(self, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
+                   ) -> tuple[Tensor, Tensor | None]:
+        """The estimate's ``(nodes, weights)`` in ``dtype`` on ``device``, for :func:`log_evidence`'s
+        ``quadrature`` (move them once, not once per minibatch). ``left``: the nodes with non-zero
+        Riemann weights and those weights; ``trapezoid``: the nodes and ``None``."""
+        if self.rule == "left":
+            nodes, weights = riemann_weights(self.betas, "left")
+            used = weights != 0
+            return nodes[used].to(dtype=dtype, device=device), weights[used].to(dtype=dtype, device=device)
+        return _check_trapezoid_nodes(self.betas).to(dtype=dtype, device=device), None
+
     @classmethod
     def paper(cls, d: int = 50) -> "EvidenceSpec":
         """The paper's reward signal: left Riemann sum over ``linear(d)`` (Appendix A, d = 50)."""
@@ -171,7 +182,7 @@ def log_uniform(d: int, beta1: float = 0.025) -> Tensor:
     return validate_schedule(torch.cat([torch.zeros(1, dtype=torch.float64), points]))
 
 
-def snis_integrand(log_w: Tensor, betas: Tensor | list[float]) -> Tensor:
+def snis_integrand(log_w: Tensor, betas: Tensor | list[float], *, zero_weights: bool | None = None) -> Tensor:
     """SNIS estimates of the integrand ``E_{pi_beta}[log w]`` (Eq. 4) for every beta at once.
 
     ``E_{pi_beta}[log w] ≈ sum_s softmax_s(beta log w_s) log w_s``, computed for all betas in one
@@ -183,6 +194,11 @@ def snis_integrand(log_w: Tensor, betas: Tensor | list[float]) -> Tensor:
     Args:
         log_w: ``(S, B)`` log importance weights (floating point; no NaN or +inf).
         betas: any 1-D sequence of points (not validated as a schedule, so it may hold 1).
+        zero_weights: ``None`` checks ``log_w`` for NaN and +inf and looks for ``-inf`` entries,
+            reading two values back from its device; ``True`` / ``False`` says that the caller has
+            checked ``log_w`` and whether it holds a ``-inf`` (nothing is read back: a GPU loop
+            checks a whole epoch's weights at once). ``True`` on weights without ``-inf`` gives
+            the same values as ``False``, with more work.
 
     Returns:
         A tensor ``(d, B)`` in ``log_w``'s dtype and device.
@@ -192,10 +208,11 @@ def snis_integrand(log_w: Tensor, betas: Tensor | list[float]) -> Tensor:
         tensor([[0., 0.],
                 [0., 0.]])
     """
-    check_log_w(log_w)
+    if zero_weights is None:
+        check_log_w(log_w)
     b = torch.as_tensor(betas, dtype=log_w.dtype, device=log_w.device).reshape(-1)
     zero_weight = torch.isneginf(log_w)
-    if not bool(zero_weight.any()):
+    if not (bool(zero_weight.any()) if zero_weights is None else zero_weights):
         weights = torch.softmax(b[:, None, None] * log_w[None], dim=1)
         return (weights * log_w[None]).sum(dim=1)
     logits = b[:, None, None] * log_w.masked_fill(zero_weight, 0.0)[None]
@@ -236,7 +253,8 @@ def riemann_weights(betas: Tensor | list[float], rule: str = "left") -> tuple[Te
     return nodes, weights
 
 
-def tvo_bound(log_w: Tensor, betas: Tensor | list[float], rule: str = "left") -> Tensor:
+def tvo_bound(log_w: Tensor, betas: Tensor | list[float], rule: str = "left", *,
+              zero_weights: bool | None = None) -> Tensor:
     """Riemann sum of the SNIS integrand over a schedule; ``rule='left'`` is the TVO (Eq. 5).
 
     ``TVO = sum_j (b_{j+1} - b_j) E_{pi_{b_j}}[log w]`` with ``b_d = 1``. ``betas=[0]`` gives the
@@ -248,6 +266,7 @@ def tvo_bound(log_w: Tensor, betas: Tensor | list[float], rule: str = "left") ->
         log_w: ``(S, B)`` log importance weights.
         betas: a left-point schedule (see :func:`validate_schedule`).
         rule: one of :data:`RULES`.
+        zero_weights: as in :func:`snis_integrand` (``None``: ``log_w`` checked there).
 
     Returns:
         A tensor ``(B,)``, differentiable with respect to ``log_w``.
@@ -258,7 +277,7 @@ def tvo_bound(log_w: Tensor, betas: Tensor | list[float], rule: str = "left") ->
     """
     nodes, weights = riemann_weights(betas, rule)
     used = weights != 0
-    values = snis_integrand(log_w, nodes[used])
+    values = snis_integrand(log_w, nodes[used], zero_weights=zero_weights)
     return (weights[used].to(values)[:, None] * values).sum(dim=0)
 
 
@@ -279,7 +298,8 @@ def iwae_bound(log_w: Tensor) -> Tensor:
     return torch.logsumexp(log_w, dim=0) - math.log(log_w.shape[0])
 
 
-def log_evidence(log_w: Tensor, spec: EvidenceSpec) -> Tensor:
+def log_evidence(log_w: Tensor, spec: EvidenceSpec, *, zero_weights: bool | None = None,
+                 quadrature: tuple[Tensor, Tensor | None] | None = None) -> Tensor:
     """The log-evidence estimate ``L`` named by ``spec`` (the bandit's reward signal).
 
     ``rule='left'``: the TVO left sum (Eq. 5) over the left points ``spec.betas`` (the paper,
@@ -290,6 +310,9 @@ def log_evidence(log_w: Tensor, spec: EvidenceSpec) -> Tensor:
     Args:
         log_w: ``(S, B)`` log importance weights.
         spec: an :class:`EvidenceSpec`.
+        zero_weights: as in :func:`snis_integrand` (``None``: ``log_w`` checked there).
+        quadrature: ``spec.quadrature(log_w.dtype, log_w.device)``, computed once by the caller
+            (``None``: computed here; on a GPU that copies it to the device, a host synchronisation).
 
     Returns:
         A tensor ``(B,)``.
@@ -300,8 +323,8 @@ def log_evidence(log_w: Tensor, spec: EvidenceSpec) -> Tensor:
     """
     if not isinstance(spec, EvidenceSpec):
         raise ValueError(f"spec must be an EvidenceSpec; got {type(spec).__name__}")
-    if spec.rule == "left":
-        return tvo_bound(log_w, spec.betas, "left")
-    nodes = _check_trapezoid_nodes(spec.betas)
-    values = snis_integrand(log_w, nodes)
+    nodes, weights = spec.quadrature() if quadrature is None else quadrature
+    values = snis_integrand(log_w, nodes, zero_weights=zero_weights)  # the operations of tvo_bound
+    if weights is not None:
+        return (weights.to(values)[:, None] * values).sum(dim=0)
     return torch.trapezoid(values, x=nodes.to(values), dim=0)

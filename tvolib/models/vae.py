@@ -76,7 +76,7 @@ class GaussianVAE(LatentVariableModel):
 
     def log_joint(self, z: Tensor, x: Tensor) -> Tensor:
         """log p(x, z) = log N(z; 0, I) + log Bernoulli(x; decoder(z)), summed over dimensions."""
-        prior = Normal(torch.zeros((), device=z.device, dtype=z.dtype), 1.0, validate_args=False)
+        prior = Normal(z.new_zeros(()), z.new_ones(()), validate_args=False)  # no host-to-device copy
         likelihood = Bernoulli(logits=self.decoder(z).float(), validate_args=False)
         return prior.log_prob(z).sum(-1) + likelihood.log_prob(x).sum(-1)
 

@@ -39,9 +39,17 @@ from tvolib.models.base import LatentVariableModel
 from tvolib.models.sbn import SigmoidBeliefNetwork
 from tvolib.models.vae import GaussianVAE
 
-__all__ = ["StackedModel", "batched_linear"]
+__all__ = ["StackedModel", "batched_linear", "host_to_device"]
 
 Params = dict[str, Tensor]
+
+
+def host_to_device(t: Tensor, device: torch.device) -> Tensor:
+    """A CPU tensor on ``device`` without a host synchronisation: on CUDA through pinned memory and a
+    non-blocking copy (a plain copy from pageable memory waits for the device), else ``t.to(device)``."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def batched_linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
@@ -87,7 +95,8 @@ def _vae_forward(model: GaussianVAE, params: Params, buffers: Params, x: Tensor,
     else:
         with torch.no_grad():
             z = q.loc + eps * q.scale
-    prior = Normal(torch.zeros((), device=z.device, dtype=z.dtype), 1.0, validate_args=False)
+    # a scale of 1.0 would become a tensor copied from the host: a synchronisation per minibatch on a GPU
+    prior = Normal(z.new_zeros(()), z.new_ones(()), validate_args=False)
     logits = _sequential(model.decoder, "decoder", params, z).float()
     likelihood = Bernoulli(logits=logits, validate_args=False)
     log_p = prior.log_prob(z).sum(-1) + likelihood.log_prob(x.unsqueeze(1)).sum(-1)

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from tvolib.models.base import LatentVariableModel
-from tvolib.stacked.models import StackedModel
+from tvolib.stacked.models import StackedModel, host_to_device
 
 __all__ = ["StackedAdam"]
 
@@ -65,7 +65,7 @@ class StackedAdam:
         beta1, beta2 = self.betas
         neg_step = [-(self.lr / (1 - beta1**t)) for t in self.steps]
         bc2_sqrt = [(1 - beta2**t) ** 0.5 for t in self.steps]
-        as_t = lambda v: torch.tensor(v, dtype=torch.float64).to(dtype=ref.dtype, device=ref.device)  # noqa: E731
+        as_t = lambda v: host_to_device(torch.tensor(v, dtype=torch.float64).to(ref.dtype), ref.device)  # noqa: E731
         return as_t(neg_step), as_t(bc2_sqrt)
 
     @torch.no_grad()

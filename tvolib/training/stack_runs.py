@@ -228,6 +228,7 @@ class Stack:
                                      points=left_points(betas, device=dev) if config.uses_schedule else None,
                                      precision=config.precision)
         self.x_epoch = x
+        loss_log = loss_log.cpu()  # once for all runs: their divergence checks then read nothing back
         for k, (run, m) in enumerate(zip(runs, (sums / n).tolist())):
             row = {"epoch": run.done + 1, "loss": m[0], "train_elbo": m[2], "train_iwae": m[3],
                    "train_evidence": m[4], "betas": [float(v) for v in betas[k].tolist()]}
