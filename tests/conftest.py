@@ -1,5 +1,11 @@
 """Shared test settings and fixtures: the data root the tests read, the published grammar, hypothesis.
 
+Numerical comparisons (tests/README.md): bit for bit only where the same kernels run on the same
+inputs (a rerun, kill-and-resume, a stack of the same shape), each such comparison with a comment
+saying why it is exact; across code paths (stacked vs single run, CPU vs CUDA, chunked vs not,
+another instruction set or thread count) to float32 rounding through ``numerics.assert_close_fp32``,
+whose tolerance is ``terms * eps32 * scale`` (the length and magnitude of the reduction).
+
 The data root is the library's own setting, :func:`tvolib.data.data_root`: ``$TVOLIB_DATA`` if set
 (CI and ``make test`` pass the offline mirror there), else the library default
 ``~/.cache/tvolib/data`` (where ``make data`` / ``python -m tvolib.data --download`` put the
@@ -53,7 +59,9 @@ def grammar_path(data_root: Path) -> Path:
 
 @pytest.fixture
 def one_torch_thread():
-    """Run the test with one torch thread (bitwise comparisons: reductions depend on the thread count)."""
+    """Run the test with one torch thread, as a process it is compared with runs (e.g. a pool worker or a
+    Slurm job with one CPU): a GP fit's last bits depend on the thread count. Not a way to make a
+    comparison across code paths exact (tests/README.md)."""
     import torch
 
     threads = torch.get_num_threads()

@@ -7,9 +7,11 @@ from tvolib.models import build_model
 from tvolib.stacked import StackedModel
 
 SEEDS = (1, 2, 3)
-# Per-run tensor sizes that are multiples of the CPU vector width: elementwise kernels then treat
-# a run's slice of a stack exactly as they treat the single run's tensor (see test_unaligned_*).
 B, S = 32, 8
+#: Float32 roundings per Adam step of a parameter or moment (lerp, mul, addcmul, sqrt, two divisions,
+#: add, multiply, add), for :func:`numerics.assert_close_fp32`: the step is elementwise, so given the
+#: same gradient, two implementations differ only by their kernels' rounding (e.g. a fused multiply-add).
+ADAM_TERMS = 10
 
 
 def single_models(name: str, seeds=SEEDS) -> list:
@@ -25,6 +27,13 @@ def single_models(name: str, seeds=SEEDS) -> list:
 def stack_of(name: str, seeds=SEEDS) -> tuple[StackedModel, list]:
     models = single_models(name, seeds)
     return StackedModel(models), models
+
+
+def log_w_terms(model) -> int:
+    """The length of the float32 reduction chain behind one log weight of the single ``model``, for
+    :func:`numerics.assert_close_fp32`: each linear layer's inputs (its matmul) and outputs (the
+    log-densities sum over the pixels and latent units), encoder and decoder."""
+    return sum(p.shape[0] + p.shape[1] for p in model.parameters() if p.ndim == 2)
 
 
 def batches(K: int, batch: int = B, seed: int = 0) -> torch.Tensor:
