@@ -31,7 +31,16 @@ class CorruptFileError(ValueError):
 
 
 class DiskFullError(OSError):
-    """A file could not be written for lack of space; the previous version of the file is intact."""
+    """A file could not be written for lack of space, quota or allowed file size; the previous
+    version of the file is intact."""
+
+
+#: Write errors that mean "no room for this file", with what to tell the user.
+_NO_ROOM = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large for the allowed file size (ulimit -f) or the file system",
+}
 
 
 def plain(obj: Any) -> Any:
@@ -71,7 +80,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], 
     """Write ``path`` through ``write(fileobj)`` atomically (temporary sibling, fsync, ``os.replace``).
 
     The content is produced in memory first, so ``write`` failing or the disk filling up leaves the
-    old ``path`` intact; a full disk raises :class:`DiskFullError` naming the file. The file's mode
+    old ``path`` intact; a full disk, a quota or a file-size limit raises :class:`DiskFullError`
+    naming the file. The file's mode
     follows the umask (``0o666 & ~umask``).
 
     Example:
@@ -92,8 +102,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], 
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(exc.errno, f"could not write {path}: no space left on the device; "
+        if exc.errno in _NO_ROOM:
+            raise DiskFullError(exc.errno, f"could not write {path}: {_NO_ROOM[exc.errno]}; "
                                             f"the previous {path.name} (if any) is intact") from exc
         raise
     except BaseException:

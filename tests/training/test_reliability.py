@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ import tvolib.training.images as images
 from tvolib.checkpoint import CorruptFileError, DiskFullError, atomic_save, atomic_write
 from tvolib.training.images import RunConfig, train
 from tvolib.training.kinds import load_model
+from tvolib.training.loop import TrainingDivergedError
 from tvolib.training.pcfg import PCFGConfig
 from tvolib.training.run_folder import LOCK_NAME, RunFolder, RunFolderAccessError
 
@@ -105,6 +107,39 @@ def test_a_bad_checkpoint_names_the_file_and_the_way_out(case, tmp_path, data_ro
     assert str(run_dir / "checkpoint.pt") in str(err.value)
     if case != "foreign config":
         assert "delete" in str(err.value) and "from scratch" in str(err.value)
+
+
+def _nan_weight(state):
+    weights = state["model"]
+    name = next(iter(weights))
+    weights[name] = torch.full_like(weights[name], float("nan"))
+    return {"model": weights}
+
+
+def test_nan_weights_in_a_checkpoint_are_named_as_a_divergence(tmp_path, data_root, good_checkpoint):
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(good_checkpoint)
+    state = ckpt.load(path)
+    torch.save({**state, **_nan_weight(state)}, path)
+    with pytest.raises(TrainingDivergedError, match=r"epoch 3: the parameter model\['encoder.* holds NaN") as err:
+        _fit(tmp_path, data_root)
+    assert f"checkpoint in {tmp_path} holds them: delete it to restart the run" in str(err.value)
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda state: {"optimizers": [{"state": {}, "param_groups": "garbled"}]}, r"cannot be restored \("),
+    (lambda state: {"rng": {**state["rng"], "torch": torch.zeros(3, dtype=torch.uint8)}}, r"cannot be restored \("),
+    (lambda state: {"model": {"nonsense": torch.zeros(2)}}, r"cannot be restored \(RuntimeError: Error\(s\) in loading"),
+])
+def test_a_checkpoint_that_cannot_be_restored_names_the_file_and_the_way_out(damage, words, tmp_path, data_root,
+                                                                            good_checkpoint):
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(good_checkpoint)
+    state = ckpt.load(path)
+    torch.save({**state, **damage(state)}, path)
+    with pytest.raises(CorruptFileError, match=words) as err:
+        _fit(tmp_path, data_root)
+    assert str(err.value).startswith(str(path)) and f"delete {path} to restart the run" in str(err.value)
 
 
 def test_a_checkpoint_trained_on_other_data_files_is_not_resumed(tmp_path, data_root, good_checkpoint):
@@ -236,6 +271,49 @@ def test_a_full_disk_fails_clearly_and_keeps_the_previous_checkpoint(tmp_path, d
     assert str(tmp_path / "checkpoint.pt") in str(err.value)
     assert (tmp_path / "checkpoint.pt").read_bytes() == before
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("target", ["nowhere", "loop"])
+def test_a_dangling_or_looping_symlink_as_run_folder_is_named(tmp_path, data_root, no_task, target):
+    link = tmp_path / "run"
+    link.symlink_to(tmp_path / "nowhere" if target == "nowhere" else link)
+    with pytest.raises(RunFolderAccessError, match="is a symbolic link to .*dangling or looping") as err:
+        _fit(link, data_root)
+    assert str(link) in str(err.value) and "remove the link" in str(err.value)
+
+
+def test_a_file_size_limit_is_named_like_a_full_disk(tmp_path, monkeypatch):
+    atomic_write(tmp_path / "final.json", lambda f: f.write("{}"), "w")
+
+    def too_large(fd):
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(ckpt.os, "fsync", too_large)
+    with pytest.raises(DiskFullError, match=r"could not write .*final\.json: file too large .*ulimit -f") as err:
+        atomic_write(tmp_path / "final.json", lambda f: f.write('{"a": 1}'), "w")
+    assert str(tmp_path / "final.json") in str(err.value)
+    assert (tmp_path / "final.json").read_text() == "{}" and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_second_thread_is_stopped_by_the_lock(tmp_path):
+    errors = []
+
+    def enter():
+        try:
+            with RunFolder(tmp_path):
+                pass
+        except RunFolderAccessError as exc:
+            errors.append(exc)
+
+    with RunFolder(tmp_path), RunFolder(tmp_path):  # the same thread enters again (runner, then trainer)
+        thread = threading.Thread(target=enter)
+        thread.start()
+        thread.join()
+    assert len(errors) == 1 and "in use by another thread of this process" in str(errors[0])
+    thread = threading.Thread(target=enter)  # free again
+    thread.start()
+    thread.join()
+    assert len(errors) == 1
 
 
 def test_a_second_process_is_stopped_by_the_lock(tmp_path, data_root):

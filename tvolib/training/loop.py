@@ -37,8 +37,9 @@ from tvolib.schedules import Schedule
 from tvolib.checkpoint import CorruptFileError, plain
 from tvolib.training.run_folder import RunFolder
 
-__all__ = ["RunResult", "Task", "TrainingDivergedError", "begin", "check_data_source", "check_losses", "derived_seed",
-           "end_epoch", "evaluates_after", "final_record", "finish", "progress_bar", "run", "save_checkpoint"]
+__all__ = ["RunResult", "Task", "TrainingDivergedError", "begin", "check_data_source", "check_losses",
+           "check_parameters", "derived_seed", "end_epoch", "evaluates_after", "final_record", "finish",
+           "progress_bar", "restore", "run", "save_checkpoint"]
 
 _TIMERS = ("eval_seconds", "bandit_seconds")
 
@@ -229,6 +230,23 @@ def check_losses(task: Task, epoch: int, history: list[dict[str, Any]], where: s
     ) from cause
 
 
+def check_parameters(task: Task, epoch: int, history: list[dict[str, Any]], where: str,
+                     cause: BaseException) -> None:
+    """After epoch ``epoch`` failed with ``cause``: raise :class:`TrainingDivergedError` if a parameter
+    is NaN (e.g. restored from a checkpoint that holds NaN weights), naming it and the checkpoint."""
+    nan = next((found for name, module in task.modules.items()
+                if (found := _nan_at(module.state_dict(), name)) is not None), None)
+    if nan is None:
+        return
+    previous = next((r for r in reversed(history) if "loss" in r), history[-1] if history else None)
+    raise TrainingDivergedError(
+        f"training diverged at epoch {epoch}: the parameter {nan} holds NaN ({type(cause).__name__}: "
+        f"{str(cause).splitlines()[0] if str(cause) else 'no detail'}); if the run had just resumed, the "
+        f"checkpoint in {where} holds them: delete it to restart the run",
+        epoch=epoch, minibatch=0, last_metrics=previous,
+    ) from cause
+
+
 def _train_epoch(task: Task, epoch: int, betas: Tensor, history: list[dict[str, Any]], where: str) -> dict[str, Any]:
     """``task.run_epoch`` timed, its losses checked; ``seconds`` added to the row."""
     start = time.perf_counter()
@@ -237,6 +255,7 @@ def _train_epoch(task: Task, epoch: int, betas: Tensor, history: list[dict[str, 
         row = task.run_epoch(epoch, betas)
     except Exception as exc:  # NaN parameters can make a sampler fail before the epoch ends
         check_losses(task, epoch, history, where, cause=exc)
+        check_parameters(task, epoch, history, where, cause=exc)
         raise
     check_losses(task, epoch, history, where)
     row["seconds"] = time.perf_counter() - start
@@ -307,6 +326,28 @@ def save_checkpoint(task: Task, folder: RunFolder | None, history: list[dict[str
                                 **({"data": source} if source is not None else {})})
 
 
+def _nan_at(value: Any, where: str) -> str | None:
+    """The first place in a nested state where a floating tensor holds NaN, else ``None``."""
+    if isinstance(value, Tensor):
+        return where if value.is_floating_point() and bool(torch.isnan(value).any()) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return next((found for key, item in items if (found := _nan_at(item, f"{where}[{key!r}]")) is not None), None)
+
+
+def restore(task: Task, folder: RunFolder | None, state: dict[str, Any]) -> None:
+    """``task.load_state_dict(state)``; a state the task cannot take (damaged optimiser, model or RNG
+    state, an invalid schedule state) raises a :class:`~tvolib.checkpoint.CorruptFileError` naming
+    the checkpoint and the way out. (NaN weights are restored: the first epoch reports them as a
+    divergence, see :func:`check_parameters`.)"""
+    path = folder.checkpoint_path if folder is not None else "the checkpoint"
+    advice = f"delete {path} to restart the run"
+    try:
+        task.load_state_dict(state)
+    except (RuntimeError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else "no detail"
+        raise CorruptFileError(f"{path} cannot be restored ({type(exc).__name__}: {detail}); {advice}") from exc
+
+
 def check_data_source(task: Task, folder: RunFolder | None, state: dict[str, Any]) -> None:
     """Refuse to resume a checkpoint that was trained on other data files than the task reads now
     (e.g. Omniglot's ``chardata.mat`` against the derived set); checkpoints without a record pass."""
@@ -329,7 +370,7 @@ def begin(task: Task, folder: RunFolder | None, state: dict[str, Any] | None, la
     timers = {**dict.fromkeys(_TIMERS, 0.0), **(timers or {})}
     if state is not None:
         check_data_source(task, folder, state)
-        task.load_state_dict(state)
+        restore(task, folder, state)
         return list(state["history"]), dict(state["timers"]), int(state["epoch"])
     history = [{"epoch": 0, **_timed(timers, "eval_seconds", task.evaluate, 0)}]
     if task.schedule.evidence_spec is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,11 @@ MODEL_FORMAT = 1
 #: What to do about a bad ``model.pt`` (``{path}``): the trainer rebuilds it from the final checkpoint.
 MODEL_ADVICE = ("delete {path} and run the trainer again: it rewrites model.pt from the run's checkpoint "
                 "(or retrains the run without one)")
-#: Locks this process holds: resolved folder -> [lock file descriptor, times entered]. A folder
-#: locked by the runner is entered again by its trainer in the same process (an ``flock`` taken
-#: twice through two descriptors would refuse the second).
+#: Locks this process holds: resolved folder -> [lock file descriptor, times entered, thread]. A
+#: folder locked by the runner is entered again by its trainer in the same thread (an ``flock``
+#: taken twice through two descriptors would refuse the second); another thread is refused.
 _HELD: dict[Path, list[int]] = {}
+_HELD_GUARD = threading.Lock()
 
 
 class RunFolderAccessError(OSError):
@@ -59,6 +61,10 @@ def check_writable(folder: Path, *, what: str = "run folder", advice: str = "cho
     Raises:
         RunFolderAccessError: naming the folder (also for a path that exists as a file).
     """
+    if folder.is_symlink() and not folder.exists():
+        raise RunFolderAccessError(f"{what} {folder} is a symbolic link to {os.readlink(folder)!r}, which does not "
+                                   f"lead to a folder (dangling or looping); remove the link, point it at a "
+                                   f"folder, or {advice}")
     if folder.exists() and not folder.is_dir():
         raise RunFolderAccessError(f"{what} {folder} is a file, not a folder; remove it or {advice}")
     try:
@@ -110,8 +116,9 @@ class RunFolder:
     """A results folder that one process trains in: checked, locked, cleaned, with checked checkpoints.
 
     Use as a context manager: entering creates the folder if needed, checks that it is a writable
-    folder, takes an exclusive lock on ``.lock`` (a second process gets :class:`RunLockedError`;
-    the same process may enter again, e.g. a runner and then its trainer) and removes temporary files left by killed writes; leaving releases the lock.
+    folder, takes an exclusive lock on ``.lock`` (a second process or thread gets
+    :class:`RunLockedError`; the same thread may enter again, e.g. a runner and then its trainer)
+    and removes temporary files left by killed writes; leaving releases the lock.
 
     Example:
         >>> with RunFolder("results/tvo-0123abcd") as folder:  # doctest: +SKIP
@@ -137,21 +144,29 @@ class RunFolder:
         if self._lock_fd is None:
             return
         key = self.path.resolve()
-        _HELD[key][1] -= 1
-        if _HELD[key][1] == 0:
-            del _HELD[key]
-            os.close(self._lock_fd)  # closing releases the flock
+        with _HELD_GUARD:
+            _HELD[key][1] -= 1
+            if _HELD[key][1] == 0:
+                del _HELD[key]
+                os.close(self._lock_fd)  # closing releases the flock
         self._lock_fd = None
 
     def _lock(self) -> None:
         if fcntl is None:
             return
-        key = self.path.resolve()
-        if key in _HELD:  # already locked by this process: enter again
+        with _HELD_GUARD:
+            self._lock_once(self.path.resolve())
+
+    def _lock_once(self, key: Path) -> None:
+        """Take the folder's lock, or enter it again from the thread that holds it."""
+        lock_path = self.path / LOCK_NAME
+        if key in _HELD:  # already locked by this process: the same thread enters again
+            if _HELD[key][2] != threading.get_ident():
+                raise RunLockedError(f"run folder {self.path} is in use by another thread of this process (lock "
+                                     f"{lock_path}); run each config from one thread at a time")
             _HELD[key][1] += 1
             self._lock_fd = _HELD[key][0]
             return
-        lock_path = self.path / LOCK_NAME
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -160,7 +175,7 @@ class RunFolder:
             raise RunLockedError(f"run folder {self.path} is in use by another process (lock "
                                               f"{lock_path}); wait for it to finish or stop it") from exc
         self._lock_fd = fd
-        _HELD[key] = [fd, 1]
+        _HELD[key] = [fd, 1, threading.get_ident()]
 
     def _clean_stale_temps(self) -> None:
         for tmp in self.path.glob(f".*{TMP_SUFFIX}"):
