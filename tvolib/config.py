@@ -11,9 +11,10 @@ import hashlib
 import json
 from typing import Any, ClassVar, TypeVar
 
+import numpy as np
 import torch
 
-__all__ = ["ExperimentConfig", "freeze", "resolve_device"]
+__all__ = ["ExperimentConfig", "freeze", "normalise_numbers", "resolve_device"]
 
 C = TypeVar("C", bound="ExperimentConfig")
 
@@ -23,6 +24,19 @@ def freeze(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
     return value
+
+
+def normalise_numbers(config: Any) -> None:
+    """Set a frozen config's NumPy scalars to Python values and an int given for a ``float`` field to
+    a float, so that every config can be written as JSON and equal configs share one digest
+    (``lr=1`` and ``lr=1.0``); values already plain are left as they are (their digests stay)."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, np.generic):
+            value = value.item()
+        if f.type in ("float", float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        object.__setattr__(config, f.name, value)
 
 
 def _thaw(value: Any) -> Any:

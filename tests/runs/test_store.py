@@ -256,3 +256,17 @@ def test_clear_run_keeps_checkpoint_when_config_is_right(root):
     (folder / "config.json").write_text("{}")
     store.clear_run(c, root)
     assert not folder.exists()
+
+
+def test_numpy_numbers_are_accepted_and_numbers_normalised_before_hashing(root):
+    np = pytest.importorskip("numpy")
+    c = cfg(n_train=np.int64(100), lr=np.float64(0.001), seed=np.int32(0))
+    assert c == cfg() and c.digest() == cfg().digest()
+    assert run([c], root)["n_train"].tolist() == [100]
+    assert RunConfig(lr=1).digest() == RunConfig(lr=1.0).digest() and RunConfig(lr=1).lr == 1.0
+    assert PCFGConfig(likelihood_scale=np.int64(2)).digest() == PCFGConfig(likelihood_scale=2.0).digest()
+
+
+def test_a_config_value_that_json_cannot_hold_is_named(root):
+    with pytest.raises(ValueError, match=r"config #0 \(RunConfig\): a field holds a value that cannot be stored"):
+        run([cfg(n_train={100})], root)

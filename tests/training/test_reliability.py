@@ -398,3 +398,14 @@ def test_bad_trainer_arguments_are_named(tmp_path, data_root):
         _fit(tmp_path, data_root, checkpoint_every=0)
     with pytest.raises(ValueError, match="stop_after=-1"):
         _fit(tmp_path, data_root, stop_after=-1)
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"schedule": "gp_bandit", "d": 1000}, "d"),
+    ({"schedule": "gp_bandit", "d": 1000, "schedule_options": {"window": 3}}, "d"),
+    ({"schedule": "gp_bandit", "d": 5, "schedule_options": {"window": 0}}, "schedule_options"),
+])
+def test_a_schedule_that_cannot_be_built_blames_the_right_field(changes, field):
+    with pytest.raises(ValueError, match=rf"^RunConfig\.{field}=") as err:
+        RunConfig(**changes).validate()
+    assert "building schedule 'gp_bandit' failed" in str(err.value)

@@ -117,7 +117,12 @@ def unique_configs(configs: Iterable[Any]) -> list[Any]:
     seen: dict[str, Any] = {}
     errors = []
     for i, config in enumerate(configs):
-        key = config_digest(config)
+        try:
+            key = config_digest(config)
+        except (TypeError, ValueError) as e:  # a field value JSON cannot hold: no digest, hence no folder
+            errors.append(f"config #{i} ({type(config).__name__}): a field holds a value that cannot be stored "
+                          f"({e}); use Python numbers, strings, None or tuples of those")
+            continue
         if key in seen:
             continue
         try:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from tvolib.config import ExperimentConfig, freeze, resolve_device
+from tvolib.config import ExperimentConfig, freeze, normalise_numbers, resolve_device
 from tvolib.data import DATASETS, load_dataset
 from tvolib.models import MODELS as MODEL_CLASSES, build_model
 from tvolib.objectives import OBJECTIVES, LossOutput, compute_loss
@@ -111,6 +111,7 @@ class RunConfig(ExperimentConfig):
     kind: ClassVar[str] = "tvo"
 
     def __post_init__(self) -> None:
+        normalise_numbers(self)  # NumPy integers accepted; lr=1 and lr=1.0 are one config
         object.__setattr__(self, "schedule_options", _normalise_options("schedule_options", self.schedule_options))
         object.__setattr__(self, "model_options", _normalise_options("model_options", self.model_options))
 
@@ -188,7 +189,17 @@ class RunConfig(ExperimentConfig):
         try:
             build_schedule(self)
         except (TypeError, ValueError) as exc:
-            raise self._bad("schedule_options", f"building schedule {self.schedule!r} failed: {exc}") from exc
+            raise self._bad(self._schedule_culprit(), f"building schedule {self.schedule!r} failed: {exc}") from exc
+
+    def _schedule_culprit(self) -> str:
+        """The field a failed schedule build is blamed on: ``d`` if the schedule fails without options too."""
+        if not self.schedule_options:
+            return "d"
+        try:
+            build_schedule(self.replace(schedule_options=()))
+        except (TypeError, ValueError):
+            return "d"
+        return "schedule_options"
 
 
 def _init_parameters(cls: type) -> list[str]:

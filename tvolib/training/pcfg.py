@@ -33,7 +33,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor
 
-from tvolib.config import ExperimentConfig, resolve_device
+from tvolib.config import ExperimentConfig, normalise_numbers, resolve_device
 from tvolib.models.pcfg import (
     DerivationCap,
     Grammar,
@@ -119,10 +119,7 @@ class PCFGConfig(ExperimentConfig):
     kind: ClassVar[str] = "pcfg"
 
     def __post_init__(self) -> None:
-        for name in ("log_beta1", "lr", "likelihood_scale"):  # 1 and 1.0 must give one digest
-            value = getattr(self, name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                object.__setattr__(self, name, float(value))
+        normalise_numbers(self)  # NumPy integers accepted; 1 and 1.0 must give one digest
         if self.objective in OBJECTIVES and self.objective != "tvo":
             object.__setattr__(self, "schedule", "none")
             object.__setattr__(self, "d", 1)
