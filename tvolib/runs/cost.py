@@ -26,6 +26,7 @@ __all__ = [
     "estimate_wall_seconds",
     "estimate_stack_seconds",
     "estimate_gpu_seconds",
+    "evaluation_count",
 ]
 
 
@@ -65,28 +66,37 @@ COST_CONSTANTS: dict[str, Any] = {
 }
 
 
-#: Constants of :func:`estimate_stack_seconds`: one GPU, fp32 eager, the paper's networks. Calibrated
-#: on the measurements of one NVIDIA H200 (``docs/stacking.md``, ``benchmarks/README.md``): the
-#: single-run trainer at batch 1000 took 0.25-0.27 s per 60-step epoch at S = 10 and 0.30-0.33 s at
-#: S = 50; hand-batched stacks reached 2,300-2,470 run-steps/s at S = 10 (K = 32-128) and 495 at
-#: S = 50 (K = 32); IWAE-5000 over 10,000 test points took 4.2-4.6 s. A step of a K-run stack is
-#: priced ``step_overhead_s + K * B * S / train_pairs_per_s`` (0.25 s/epoch for one run at S = 10,
-#: 2,200 run-steps/s at K = 128); this reproduces those numbers to about 20%.
-#: - ``train_pairs_per_s[model]``: (example, sample) pairs per second of a saturated stack. The SBN's
-#:   value is the VAE's scaled by their CPU cost ratio (not measured on a GPU);
-#: - ``eval_pairs_per_s[model]``: (example, sample) pairs per second of IWAE evaluation (not faster
-#:   stacked: it is already saturated by one run's 5000 samples);
-#: - ``startup_s``: per job (process, CUDA context, data to the device);
-#: - ``bandit_round_s``: one GP round on one host core (0.2-0.6 s at N = 1000 on the 2-core CPU);
-#:   a stack's rounds of one window run ``host_workers`` at a time (:class:`tvolib.stacked.StepPool`);
+#: Constants of :func:`estimate_stack_seconds`: one GPU, eager mode, the paper's networks, runs trained
+#: by ``train_many`` (the runner's stacks). Calibrated on one NVIDIA H200 (torch 2.11, batch 1000,
+#: fp32; ``benchmarks/README.md``): a step of a K-run stack costs ``step_overhead_s + K * B * S /
+#: train_pairs_per_s``, fitted to the trainers end to end (``train``: 194-207 run-steps/s at S = 10
+#: and 149-174 at S = 50; ``train_many`` with K = 32: 1,513-1,534 and 401-403), which it reproduces
+#: to 7% (210, 150, 1,624, 393); the bare stacked loop of ``bench_stack.py`` is 5-10% faster
+#: (2,093 / 458 at K = 128, model 1,940 / 409). Evaluation is one batched IWAE pass over a stack's
+#: runs (:func:`tvolib.stacked.evaluate_stack`); its rate is what is left of the measured Fig 4
+#: slice at the ``gpu`` profile (20 runs, full MNIST, 100 epochs, S = 10, IWAE-1000 at 0, 25, 50,
+#: 75, 100: 138 s in all) after startup, training and bandit rounds: 36 s for 1e9 (example, sample)
+#: pairs. The previous constants (unstacked evaluation at 1.1e7 pairs/s, 2.5e7 training pairs/s,
+#: 3.5 ms per step) priced that slice at 3.4 min.
+#: - ``train_pairs_per_s[model]``: (example, sample) pairs per second of a saturated stack in fp32.
+#:   The SBN's value is the VAE's scaled by their CPU cost ratio (not measured on a GPU);
+#: - ``precision_speedup[precision]``: factor on ``train_pairs_per_s`` for ``RunConfig.precision``
+#:   (bf16: TF32 + bf16 autocast measured 1.25-1.29x at K = 128; tf32 alone not measured, so 1);
+#: - ``eval_pairs_per_s[model]``: (example, sample) pairs per second of a stack's batched IWAE
+#:   evaluation (always fp32); one run alone measured 1.1e7 (IWAE-5000 on 10k points: 4.2-4.6 s);
+#: - ``startup_s``: per job (process, CUDA context, data to the device; not measured separately);
+#: - ``bandit_round_s``: one GP round on one host core; a window's rounds of a stack run
+#:   ``host_workers`` at a time (:class:`tvolib.stacked.StepPool`: 0.55-0.77 s for the 64 rounds of
+#:   a K = 64 stack at d = 15 on 16 workers, i.e. 0.14-0.19 s a round);
 #: - ``host_workers``: host processes for bandit rounds and for runs that cannot be stacked (the
 #:   PCFG), which train on the CPU beside the stacks.
 GPU_COST_CONSTANTS: dict[str, Any] = {
-    "step_overhead_s": 3.5e-3,
-    "train_pairs_per_s": {"vae": 2.5e7, "sbn": 4.0e7},
-    "eval_pairs_per_s": {"vae": 1.1e7, "sbn": 1.8e7},
+    "step_overhead_s": 4.3e-3,
+    "train_pairs_per_s": {"vae": 2.1e7, "sbn": 3.4e7},
+    "precision_speedup": {"fp32": 1.0, "tf32": 1.0, "bf16": 1.25},
+    "eval_pairs_per_s": {"vae": 2.8e7, "sbn": 4.6e7},
     "startup_s": 15.0,
-    "bandit_round_s": 0.4,
+    "bandit_round_s": 0.2,
     "host_workers": 15,
 }
 
@@ -100,6 +110,16 @@ def _sizes(config: Any) -> tuple[int, int]:
     n_train = getattr(config, "n_train", None) or full[0]
     n_test = getattr(config, "n_test", None) or full[1]
     return int(n_train), int(n_test)
+
+
+def evaluation_count(config: Any) -> int:
+    """Test evaluations of a run from scratch: epoch 0, every ``eval_every`` epochs and the last epoch
+    (once when it is also a multiple of ``eval_every``), as :func:`tvolib.training.loop.evaluates_after`."""
+    epochs = int(getattr(config, "epochs", 0) or 0)
+    every = int(getattr(config, "eval_every", 0) or 0)
+    if epochs == 0:
+        return 1
+    return 1 + (epochs // every + (1 if epochs % every else 0) if every else 1)
 
 
 def bandit_rounds(epochs: int, window: int = 6, growth_every: int = 10) -> int:
@@ -118,7 +138,7 @@ def estimate_seconds(config: Any, constants: dict[str, Any] | None = None) -> fl
     For a TVO run (``config.kind == "tvo"``):
     ``startup + epochs * n_train * S * c_train + n_evals * n_test * eval_S * c_eval
     + bandit rounds * (c_round + c_d * d) + epochs * min(n_train, 1000) * S * c_moments``,
-    with ``n_evals = epochs // eval_every + 2`` (epoch 0, every ``eval_every``, the end).
+    with ``n_evals`` from :func:`evaluation_count` (epoch 0, every ``eval_every``, the end).
     A PCFG run costs ``startup + epochs * ceil(n_train / batch_size) * (pcfg_step_s + S * pcfg_step_s_per_sample)``.
     """
     c = COST_CONSTANTS if constants is None else {**COST_CONSTANTS, **constants}
@@ -131,8 +151,7 @@ def estimate_seconds(config: Any, constants: dict[str, Any] | None = None) -> fl
     model = getattr(config, "model", "vae")
     n_train, n_test = _sizes(config)
     train = epochs * n_train * S * c["train_s_per_sample"].get(model, 3.0e-6)
-    eval_every = int(getattr(config, "eval_every", 0) or 0) or max(epochs, 1)
-    n_evals = epochs // eval_every + 2
+    n_evals = evaluation_count(config)
     eval_S = int(getattr(config, "eval_S", 0) or 0)
     evaluate = n_evals * n_test * eval_S * c["eval_s_per_sample"].get(model, 1.0e-6)
     schedule = str(getattr(config, "schedule", ""))
@@ -162,10 +181,11 @@ def estimate_wall_seconds(costs: Iterable[float], workers: int) -> float:
 def estimate_stack_seconds(configs: Sequence[Any], constants: dict[str, Any] | None = None) -> float:
     """Rough seconds of one stack (runs of one stack key, trained together) on one GPU.
 
-    ``startup + steps * (step_overhead + K * B * S / train_pairs_per_s)
+    ``startup + steps * (step_overhead + K * B * S / (train_pairs_per_s * precision_speedup))
     + n_evals * K * n_test * eval_S / eval_pairs_per_s + rounds * ceil(K_bandit / host_workers) * round_s``,
-    with ``steps = epochs * ceil(n_train / B)``, ``n_evals = epochs // eval_every + 2`` and the
-    bandit's rounds as in :func:`estimate_seconds`. One config alone is a stack of one.
+    with ``steps = epochs * ceil(n_train / B)``, ``n_evals`` from :func:`evaluation_count` (each one
+    batched IWAE pass over the stack's runs, in fp32) and the bandit's rounds as in
+    :func:`estimate_seconds`. One config alone is a stack of one.
     """
     c = GPU_COST_CONSTANTS if constants is None else {**GPU_COST_CONSTANTS, **constants}
     first, K = configs[0], len(configs)
@@ -173,10 +193,9 @@ def estimate_stack_seconds(configs: Sequence[Any], constants: dict[str, Any] | N
     n_train, n_test = _sizes(first)
     B, S, epochs = int(first.batch_size), int(first.S), int(first.epochs)
     steps = epochs * -(-n_train // B)
-    train = steps * (c["step_overhead_s"] + K * B * S / c["train_pairs_per_s"].get(model, 2.5e7))
-    eval_every = int(getattr(first, "eval_every", 0) or 0) or max(epochs, 1)
-    n_evals = epochs // eval_every + 2
-    evaluate = n_evals * K * n_test * int(first.eval_S) / c["eval_pairs_per_s"].get(model, 1.1e7)
+    rate = c["train_pairs_per_s"].get(model, 2.1e7) * c["precision_speedup"].get(getattr(first, "precision", "fp32"), 1.0)
+    train = steps * (c["step_overhead_s"] + K * B * S / rate)
+    evaluate = evaluation_count(first) * K * n_test * int(first.eval_S) / c["eval_pairs_per_s"].get(model, 2.8e7)
     bandits = [cfg for cfg in configs if cfg.schedule in BANDIT_SCHEDULES]
     rounds = 0.0
     if bandits:

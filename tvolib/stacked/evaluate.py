@@ -35,11 +35,31 @@ from torch import Tensor
 
 from tvolib.stacked.models import StackedModel
 
-__all__ = ["evaluate_stack", "sample_chunks"]
+__all__ = ["EVAL_BYTES_PER_ELEMENT", "EVAL_MEMORY_SHARE", "evaluate_stack", "max_elements_for", "sample_chunks"]
 
 #: The single-run evaluation's automatic sample chunk: about this many elements per
 #: ``(chunk, batch, data_dim)`` tensor (the value of ``tvolib.evaluate``; checked by the tests).
 _AUTO_ELEMENTS = 2**24
+#: :func:`evaluate_stack`'s default bound on the elements of one ``(runs, samples, points, D)`` tensor.
+DEFAULT_MAX_ELEMENTS = 2**26
+#: Device bytes a group's forward pass holds at its peak per element of its ``(runs, samples,
+#: points, D)`` tensor: the float32 logits, their Bernoulli log-likelihood and two temporaries
+#: (an estimate; the runner retries with smaller groups if it is short).
+EVAL_BYTES_PER_ELEMENT = 16
+#: Share of the free device memory a stacked evaluation may plan to use.
+EVAL_MEMORY_SHARE = 0.5
+
+
+def max_elements_for(device: torch.device | str) -> int:
+    """``max_elements`` for a stack evaluated on ``device``: on CUDA, :data:`EVAL_MEMORY_SHARE` of the
+    free memory over :data:`EVAL_BYTES_PER_ELEMENT` (so that a stack's runs go through one batched
+    pass), at least :data:`DEFAULT_MAX_ELEMENTS`; elsewhere that default (the CPU gains nothing
+    from larger groups, and the numbers do not depend on the grouping)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return DEFAULT_MAX_ELEMENTS
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(DEFAULT_MAX_ELEMENTS, int(EVAL_MEMORY_SHARE * free / EVAL_BYTES_PER_ELEMENT))
 
 
 def sample_chunks(S: int, batch_size: int, data_dim: int, sample_chunk: int | None = None) -> list[int]:
@@ -101,7 +121,7 @@ def evaluate_stack(
     S: int = 5000,
     batch_size: int = 100,
     sample_chunk: int | None = None,
-    max_elements: int = 2**26,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
     per_point: bool = False,
 ) -> list[dict[str, float | Tensor]]:
     """:func:`tvolib.evaluate.evaluate` for every run of ``stack``: one result dict per run.

@@ -22,6 +22,7 @@ from tvolib.models import build_model
 from tvolib.precision import precision_scope
 from tvolib.stacked import StackedModel, evaluate_stack
 from tvolib.stacked.epoch import initial_evidence, train_epoch
+from tvolib.stacked.evaluate import DEFAULT_MAX_ELEMENTS, max_elements_for
 from tvolib.stacked.objectives import left_points
 from tvolib.stacked.optim import StackedAdam
 from tvolib.training.images import SCHEDULE_LOG_WEIGHT_EXAMPLES, ImageTask, RunConfig, build_schedule
@@ -245,9 +246,25 @@ class Stack:
             run.results["L_0"] = value
 
     def evaluate(self, runs: list[StackRun], epochs: list[int]) -> None:
-        """Test metrics of each run after its epoch (ImageTask.evaluate, batched: :func:`evaluate_stack`)."""
+        """Test metrics of each run after its epoch (ImageTask.evaluate, batched: :func:`evaluate_stack`).
+
+        On CUDA the runs go through one batched IWAE pass when the free memory allows it
+        (:func:`~tvolib.stacked.evaluate.max_elements_for`); if the device runs out of memory the
+        evaluation starts again in groups a quarter of the size (the numbers do not depend on the
+        grouping: each run draws from its own generator).
+        """
         seeds = [r.config.seed * 1_000_003 + e for r, e in zip(runs, epochs)]
-        with precision_scope("fp32", self.device):  # evaluation is fp32 whatever the runs' precision
-            metrics = evaluate_stack(self._sub(runs), self.data.test, seeds=seeds, S=self.config.eval_S)
+        stack, max_elements = self._sub(runs), max_elements_for(self.device)
+        while True:
+            try:
+                with precision_scope("fp32", self.device):  # evaluation is fp32 whatever the runs' precision
+                    metrics = evaluate_stack(stack, self.data.test, seeds=seeds, S=self.config.eval_S,
+                                             max_elements=max_elements)
+                break
+            except torch.OutOfMemoryError:
+                if max_elements <= DEFAULT_MAX_ELEMENTS:
+                    raise
+                torch.cuda.empty_cache()
+                max_elements = max(DEFAULT_MAX_ELEMENTS, max_elements // 4)
         for run, epoch, m in zip(runs, epochs, metrics):
             run.results[("evaluate", epoch)] = {f"test_{k}": float(m[k]) for k in ("log_px", "elbo", "kl")}
