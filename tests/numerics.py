@@ -70,30 +70,39 @@ def assert_close_fp32(actual: Any, expected: Any, *, terms: int, scale: float | 
 
 def assert_tree_close(actual: Any, expected: Any, *, terms: int,
                       scale: float | Callable[[str, Any], float | None] | None = None,
-                      outliers: float = 0.0, ignore: Callable[[str], bool] = lambda key: key.endswith("seconds"),
-                      path: str = "") -> None:
+                      outliers: float = 0.0, atol: Callable[[str], float | None] | None = None,
+                      ignore: Callable[[str], bool] = lambda key: key.endswith("seconds"), path: str = "") -> None:
     """:func:`assert_close_fp32` over nested dicts, lists and tuples (histories, checkpoints).
 
     Floating-point leaves (floats, float tensors) are compared to float32 rounding; everything else
     (ints, strings, flags, integer tensors such as RNG states and step counts) exactly: those are
     not rounded. ``scale`` may be a function ``(path, expected_leaf) -> scale or None`` (None: the
-    leaf's own magnitude). Dict keys for which ``ignore(key)`` holds (wall-clock times) are skipped.
+    leaf's own magnitude). ``atol(path)``, where it returns a number, is that leaf's absolute
+    tolerance instead: for values that are not float32 reductions (e.g. points rounded to a grid,
+    which a change at rounding level may move by one step). Dict keys for which ``ignore(key)``
+    holds (wall-clock times) are skipped.
     """
     if isinstance(expected, dict):
         assert isinstance(actual, dict), f"{path}: {type(actual).__name__} vs a dict"
         keys = [k for k in expected if not ignore(str(k))]
         assert [k for k in actual if not ignore(str(k))] == keys, f"{path}: keys differ"
         for k in keys:
-            assert_tree_close(actual[k], expected[k], terms=terms, scale=scale, outliers=outliers, ignore=ignore,
-                              path=f"{path}/{k}")
+            assert_tree_close(actual[k], expected[k], terms=terms, scale=scale, outliers=outliers, atol=atol,
+                              ignore=ignore, path=f"{path}/{k}")
     elif isinstance(expected, (list, tuple)):
         assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), f"{path}: lengths differ"
         for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_tree_close(a, e, terms=terms, scale=scale, outliers=outliers, ignore=ignore, path=f"{path}[{i}]")
+            assert_tree_close(a, e, terms=terms, scale=scale, outliers=outliers, atol=atol, ignore=ignore,
+                              path=f"{path}[{i}]")
     elif _is_float(expected):
         assert _is_float(actual), f"{path}: {actual!r} vs {expected!r}"
         if torch.is_tensor(expected):
             assert actual.dtype == expected.dtype, f"{path}: dtypes differ ({actual.dtype} vs {expected.dtype})"
+        bound = atol(path) if atol is not None else None
+        if bound is not None:
+            diff = (torch.as_tensor(actual, dtype=torch.float64) - torch.as_tensor(expected, dtype=torch.float64)).abs()
+            assert bool((diff <= bound).all()), f"{path}: {actual!r} vs {expected!r} (allowed: {bound:g})"
+            return
         leaf_scale = scale(path, expected) if callable(scale) else scale
         assert_close_fp32(actual, expected, terms=terms, scale=leaf_scale, outliers=outliers, what=path)
     elif torch.is_tensor(expected):

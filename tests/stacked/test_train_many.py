@@ -1,8 +1,10 @@
-"""train_many: a run trained in a stack is the run ``train`` trains, bit for bit on the CPU.
+"""train_many: a run trained in a stack is the run ``train`` trains, to float32 rounding on the CPU.
 
-Small configs whose per-run tensor sizes are multiples of 16 (batch 64, S = 8, 32 test points),
-one torch thread: then every stacked kernel treats a run's slice as the single run's tensor
-(docs/stacking.md), and histories, schedule records, checkpoints and models agree exactly.
+Small configs (batch 64, S = 8, 32 test points). A stack's batched kernels are not the single run's
+(nor those of a stack of another size), so histories, schedule records, checkpoints and models of
+the two trainers agree to float32 rounding (tests/README.md); what runs the same kernels on the same
+inputs (a stack of the same shape, a kill-and-resume of the whole stack, a run both trainers train
+alone) agrees bit for bit.
 """
 from __future__ import annotations
 
@@ -13,9 +15,13 @@ import pytest
 import torch
 
 from tvolib.checkpoint import atomic_save, load
+from tvolib.models import build_model
 from tvolib.training.images import RunConfig, train
 from tvolib.training.loop import TrainingDivergedError
 from tvolib.training.many import TrainManyError, stack_key, train_many
+
+from helpers_stacked import log_w_terms
+from numerics import assert_tree_close
 
 BASE = RunConfig(n_train=128, n_test=32, batch_size=64, S=8, eval_S=16, epochs=4, d=3, eval_every=2)
 WINDOWS = {"window": 1, "window_growth": 0}  # a bandit round every epoch: GP rounds within 4 epochs
@@ -28,8 +34,18 @@ CONFIGS = [
     BASE.replace(seed=6, objective="iwae"),  # a third
 ]
 
-
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+#: Rounding of the two trainers' numbers (numerics.assert_close_fp32): a log weight's chain of
+#: reductions, then the sums over the S samples and the batch of a minibatch's loss and gradients.
+TERMS = max(log_w_terms(build_model(name)) for name in ("vae", "sbn")) + BASE.S * BASE.batch_size
+#: The runs' log-likelihoods are about -550 (VAE) to -800 (SBN) nats: the scale of every number
+#: computed from them (losses, evidences, rewards, KLs, the GP fitted to the rewards).
+NATS = 1000.0
+#: Schedule points are rounded (bandit arms to 1e-4, moments betas to 2**-12): a change at rounding
+#: level in the rewards or log weights they come from may move one by a step.
+GRID = 2.5e-4
+#: Trained tensors: the fraction of elements allowed beyond rounding. A gradient at rounding level (a
+#: sum that cancels) gives an Adam step ``lr * m / sqrt(v)`` of either sign (measured: under 0.02%).
+OUTLIERS = 0.01
 
 
 def _train_many(configs, dirs, **kwargs):
@@ -54,6 +70,7 @@ def _same(a, b, path="") -> None:
 
 
 def _same_run(result, folder, ref_result, ref_folder) -> None:
+    """Exact: for runs computed by the same kernels on the same inputs."""
     _same(result.history, ref_result.history, "history")
     _same(result.schedule_history, ref_result.schedule_history, "schedule_history")
     _same(result.final, ref_result.final, "final")
@@ -63,17 +80,30 @@ def _same_run(result, folder, ref_result, ref_folder) -> None:
           "checkpoint")
 
 
+def _grid_point(path: str) -> float | None:
+    return GRID if any(key in path for key in ("/betas", "/arm", "/next_arm", "/upper")) else None
+
+
+def _close_run(result, folder, ref_result, ref_folder) -> None:
+    """To float32 rounding: for a run computed by other kernels (the other trainer, another stack size)."""
+    nats = dict(terms=TERMS, scale=NATS, atol=_grid_point)
+    for name in ("history", "schedule_history", "final"):
+        assert_tree_close(getattr(result, name), getattr(ref_result, name), path=name, **nats)
+    if folder is None:
+        return
+    assert_tree_close(load(folder / "model.pt"), load(ref_folder / "model.pt"), terms=TERMS, outliers=OUTLIERS,
+                      path="model.pt")
+    mine, ref = ({k: v for k, v in load(f / "checkpoint.pt").items() if k != "timers"} for f in (folder, ref_folder))
+    assert_tree_close(mine, ref, terms=TERMS, scale=lambda path, e: None if torch.is_tensor(e) else NATS,
+                      outliers=OUTLIERS, atol=_grid_point, path="checkpoint")
+
+
 @pytest.fixture(scope="module")
 def stacked(tmp_path_factory):
     """CONFIGS trained by one train_many call (three stacks): (results, folders)."""
     root = tmp_path_factory.mktemp("stacked")
     dirs = [root / str(i) for i in range(len(CONFIGS))]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _train_many(CONFIGS, dirs), dirs
-    finally:
-        torch.set_num_threads(threads)
+    return _train_many(CONFIGS, dirs), dirs
 
 
 def test_stack_keys_group_what_may_share_a_stack():
@@ -84,26 +114,28 @@ def test_stack_keys_group_what_may_share_a_stack():
     assert stack_key(BASE.replace(objective="wake-wake")) is None
 
 
-def test_a_run_in_a_stack_is_the_single_run_bit_for_bit(stacked, tmp_path):
+def test_a_run_in_a_stack_is_the_single_run_to_float32_rounding(stacked, tmp_path):
     """(b), strong form: history, bandit arms, final metrics, checkpoint and model equal ``train``'s."""
     results, dirs = stacked
     for i, config in enumerate(CONFIGS):
         ref = train(config, tmp_path / str(i), device="cpu", progress=False)
-        _same_run(results[i], dirs[i], ref, tmp_path / str(i))
+        _close_run(results[i], dirs[i], ref, tmp_path / str(i))
     assert [r["epoch"] for r in results[1].schedule_history] == [2, 4]  # moments re-estimated (log_weights)
     assert len(results[2].schedule_history) == 4 and results[2].history[-1]["betas"] != results[2].history[1]["betas"]
 
 
 def test_a_run_alone_equals_the_run_in_a_stack(stacked, tmp_path):
-    """(b): stacks of one run (``max_stack=1``) give the stack's numbers."""
+    """(b): stacks of one run (``max_stack=1``) give the stack's numbers (to rounding: K = 1 vs 4 are
+    other matmul shapes, whose kernels may split the work differently)."""
     results, dirs = stacked
     alone = _train_many(CONFIGS[:4], [tmp_path / str(i) for i in range(4)], max_stack=1)
     for i in range(4):
-        _same_run(alone[i], tmp_path / str(i), results[i], dirs[i])
+        _close_run(alone[i], tmp_path / str(i), results[i], dirs[i])
 
 
 def test_changing_one_run_leaves_the_others_bit_identical(stacked, tmp_path):
-    """(a): another seed for run 1 (initialisation, data order, binarisation, noise) changes run 1 only."""
+    """(a): another seed for run 1 (initialisation, data order, binarisation, noise) changes run 1 only.
+    Exact: a stack of the same shape runs the same kernels on runs 0, 2 and 3."""
     results, dirs = stacked
     configs = [CONFIGS[0], CONFIGS[1].replace(seed=7), *CONFIGS[2:4]]
     changed = _train_many(configs, [tmp_path / str(i) for i in range(4)])
@@ -113,8 +145,20 @@ def test_changing_one_run_leaves_the_others_bit_identical(stacked, tmp_path):
 
 
 def test_killed_and_resumed_stack_is_bit_identical(stacked, tmp_path):
-    """(d): a stack stopped after epoch 1 and resumed equals the uninterrupted one, bandit arms included;
-    runs of one stack may resume from different epochs, and checkpoints cross between the trainers."""
+    """(d): a stack stopped after epoch 1 and resumed equals the uninterrupted one bit for bit (the same
+    stack: the same kernels), bandit arms included."""
+    results, dirs = stacked
+    mine = [tmp_path / str(i) for i in range(len(CONFIGS))]
+    _train_many(CONFIGS, mine, stop_after=1)
+    assert load(mine[0] / "checkpoint.pt")["epoch"] == 1 and not (mine[0] / "model.pt").exists()
+    resumed = _train_many(CONFIGS, mine)
+    for i in range(len(CONFIGS)):
+        _same_run(resumed[i], mine[i], results[i], dirs[i])
+
+
+def test_runs_resume_from_different_epochs_and_across_trainers(stacked, tmp_path):
+    """(d): runs of one stack may resume from different epochs, and checkpoints cross between the
+    trainers; to float32 rounding (stacks of other sizes, epochs of the single trainer)."""
     results, dirs = stacked
     configs, mine = CONFIGS[:4], [tmp_path / str(i) for i in range(4)]
     _train_many(configs[:3], mine[:3], stop_after=1)  # run 3 stays fresh
@@ -122,11 +166,11 @@ def test_killed_and_resumed_stack_is_bit_identical(stacked, tmp_path):
     assert load(mine[0] / "checkpoint.pt")["epoch"] == 1 and not (mine[0] / "model.pt").exists()
     resumed = _train_many(configs, mine)
     for i in range(4):
-        _same_run(resumed[i], mine[i], results[i], dirs[i])
+        _close_run(resumed[i], mine[i], results[i], dirs[i])
     # and the single trainer resumes a stacked run's checkpoint
     single_dir = tmp_path / "single"
     _train_many(configs[2:3], [single_dir], stop_after=3)
-    _same_run(train(configs[2], single_dir, device="cpu", progress=False), single_dir, results[2], dirs[2])
+    _close_run(train(configs[2], single_dir, device="cpu", progress=False), single_dir, results[2], dirs[2])
 
 
 def test_a_diverged_run_stops_and_the_others_go_on(stacked, tmp_path):
@@ -140,7 +184,7 @@ def test_a_diverged_run_stops_and_the_others_go_on(stacked, tmp_path):
     with pytest.raises(TrainManyError, match="1 of 2 runs failed") as info:
         _train_many(CONFIGS[:2], mine)
     ok, diverged = info.value.outcomes
-    _same_run(ok, mine[0], results[0], dirs[0])
+    _close_run(ok, mine[0], results[0], dirs[0])  # a stack of 2, then 1: other kernels than 4
     assert isinstance(diverged, TrainingDivergedError) and diverged.epoch == 2
     assert load(mine[1] / "checkpoint.pt")["epoch"] == 1  # the last good checkpoint is kept
 
@@ -160,7 +204,7 @@ def test_configs_that_cannot_be_stacked_train_alone(tmp_path):
     config = BASE.replace(objective="wake-wake", epochs=1)
     (result,) = _train_many([config], [tmp_path / "many"])
     ref = train(config, tmp_path / "single", device="cpu", progress=False)
-    _same_run(result, tmp_path / "many", ref, tmp_path / "single")
+    _same_run(result, tmp_path / "many", ref, tmp_path / "single")  # exact: both are ``train``
 
 
 def test_bad_arguments_are_named(tmp_path):
@@ -181,8 +225,4 @@ def test_cuda_stacked_runs_follow_the_single_runs():
     configs = [BASE.replace(seed=1, epochs=2), BASE.replace(seed=2, epochs=2, schedule="linear")]
     stacked_runs = train_many(configs, [None, None], device="cuda", progress=False)
     for config, result in zip(configs, stacked_runs):
-        ref = train(config, None, device="cuda", progress=False)
-        for row, ref_row in zip(result.history, ref.history):
-            for key in ("loss", "train_elbo", "test_log_px"):
-                if key in ref_row:
-                    assert row[key] == pytest.approx(ref_row[key], rel=1e-4), (config.seed, row["epoch"], key)
+        _close_run(result, None, train(config, None, device="cuda", progress=False), None)
