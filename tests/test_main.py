@@ -130,3 +130,10 @@ def test_entry_point_subprocess(root):
     last = bad.stderr.strip().splitlines()[-1]  # (library warnings printed at import may come first)
     assert bad.returncode == 2 and last.startswith("error: device='tpu' cannot be used (not a torch device name)")
     assert "Traceback" not in bad.stderr
+
+
+def test_status_with_a_file_as_results_root_says_so(tmp_path, capsys):
+    not_a_folder = tmp_path / "results"
+    not_a_folder.write_text("a file")
+    assert main(["status", "fig4", "--profile", "smoke", "--results-root", str(not_a_folder)]) == 2
+    assert f"error: results root {not_a_folder} is a file, not a folder" in _error_line(capsys)

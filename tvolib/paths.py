@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["repo_root", "results_root", "figures_dir"]
+__all__ = ["repo_root", "results_root", "figures_dir", "figures_path"]
 
 
 def repo_root() -> Path:
@@ -25,9 +25,14 @@ def results_root(root: str | os.PathLike[str] | None = None) -> Path:
     return Path(chosen).expanduser()
 
 
-def figures_dir(root: str | os.PathLike[str] | None = None) -> Path:
-    """Folder for figures and tables: ``root``, else ``$TVOLIB_FIGURES``, else ``<repo>/figures``."""
+def figures_path(root: str | os.PathLike[str] | None = None) -> Path:
+    """Folder for figures and tables (not created): ``root``, else ``$TVOLIB_FIGURES``, else ``<repo>/figures``."""
     chosen = root or os.environ.get("TVOLIB_FIGURES") or repo_root() / "figures"
-    path = Path(chosen).expanduser()
+    return Path(chosen).expanduser()
+
+
+def figures_dir(root: str | os.PathLike[str] | None = None) -> Path:
+    """:func:`figures_path`, created if needed."""
+    path = figures_path(root)
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -113,3 +113,11 @@ def test_pcfg_reference_levels_are_the_exact_values():
     assert uniform == pytest.approx(0.053957, abs=1e-6)
     assert floor == pytest.approx(0.00221, rel=0.01)
     assert pcfg_reference_levels(PCFGConfig(train_max_words=15))[1][1] == pytest.approx(0.007027, rel=1e-3)
+
+
+def test_a_figures_dir_that_is_a_file_fails_before_the_sweep(tmp_path, monkeypatch):
+    target = tmp_path / "figures"
+    target.write_text("a file")
+    monkeypatch.setattr(runs, "run_configs", lambda *a, **k: pytest.fail("the sweep ran before the check"))
+    with pytest.raises(OSError, match=f"figures folder {target} is a file, not a folder"):
+        figure("fig4_vae_mnist_fashion", profile="smoke", results_root=tmp_path / "results", figures_dir=target)

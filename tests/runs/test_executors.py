@@ -156,3 +156,31 @@ def test_real_tiny_run_end_to_end(root, data_root):
     mtime = (runs.run_dir(c, root) / "final.json").stat().st_mtime_ns
     runs.run_configs([c], results_root=root, data_root=data_root, max_workers=1, progress=False)
     assert (runs.run_dir(c, root) / "final.json").stat().st_mtime_ns == mtime
+
+
+def test_a_bad_slurm_setting_does_not_stop_a_local_sweep(root, monkeypatch):
+    monkeypatch.setenv("TVOLIB_SLURM_MEM_GB", "lots")
+    assert run([cfg()], root)["epochs"].tolist() == [3]
+    with pytest.raises(ValueError, match=r"\$TVOLIB_SLURM_MEM_GB must be a float, got 'lots'"):
+        run([cfg(seed=5)], root, executor="slurm", dry_run=False)
+
+
+def test_a_run_finished_by_a_second_process_is_not_a_failure(root, monkeypatch):
+    """Two processes on one sweep: the one that found a run locked must not report it failed once it is done."""
+    from tvolib.runs import executors
+    from tvolib.training.run_folder import RunLockedError
+
+    real = executors.run_one
+
+    def locked_then_done(config, **options):
+        real(config, **options)  # the other process finishes it meanwhile
+        raise RunLockedError(f"run folder {runs.run_dir(config, root)} is in use by another process")
+
+    monkeypatch.setattr(executors, "run_one", locked_then_done)
+    a, b = cfg(seed=1), cfg(seed=2)
+    monkeypatch.setenv(FAIL_ENV, f"{b.digest()}@2")
+    with pytest.raises(RunFailedError) as err:
+        run([a, b], root)
+    assert list(err.value.failures) == [f"tvo-{b.digest()}"]
+    monkeypatch.delenv(FAIL_ENV)
+    assert run([a, b], root)["epochs"].tolist() == [3, 3]

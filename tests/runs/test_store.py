@@ -174,7 +174,7 @@ def test_folder_holding_another_config_is_foreign_or_corrupt(root):
     folder_b.mkdir(parents=True)
     (folder_b / "config.json").write_text((folder_a / "config.json").read_text())
     assert runs.inspect_run(b, root) == store.RunState(
-        "foreign", f"config.json holds another config (tvo-{a.digest()}), not tvo-{b.digest()}")
+        "foreign", f"config.json holds another config (tvo-{a.digest()}), not tvo-{b.digest()}: fields ['seed'] differ")
     (folder_b / "config.json").write_text("{not json")
     assert runs.inspect_run(b, root).status == "corrupt"
     folder_b.rename(root / "elsewhere")
@@ -270,3 +270,14 @@ def test_numpy_numbers_are_accepted_and_numbers_normalised_before_hashing(root):
 def test_a_config_value_that_json_cannot_hold_is_named(root):
     with pytest.raises(ValueError, match=r"config #0 \(RunConfig\): a field holds a value that cannot be stored"):
         run([cfg(n_train={100})], root)
+
+
+def test_an_edited_config_json_names_the_fields(root):
+    c, folder = _done(root)
+    record = json.loads((folder / "config.json").read_text())
+    record["config"]["colour"] = "red"
+    record["config"]["d"] = 7
+    (folder / "config.json").write_text(json.dumps(record))
+    state = runs.inspect_run(c, root)
+    assert state == store.RunState("foreign", f"config.json holds another config (tvo-{c.digest()}), not "
+                                              f"tvo-{c.digest()}: fields ['colour', 'd'] differ (an edited file?)")

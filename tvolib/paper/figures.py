@@ -18,13 +18,14 @@ from typing import Any, Callable
 import pandas as pd
 from matplotlib.figure import Figure
 
-from tvolib import runs
+from tvolib import paths, runs
 from tvolib.models.pcfg import load_grammar
 from tvolib.paper import analysis, captions, integrand, pcfg_analysis, results
 from tvolib.paper.names import MODEL_LABELS, schedule_label
 from tvolib.paper.profiles import Profile, get_profile
 from tvolib.paper.sweeps import FIGURES, resolve_figure
 from tvolib.training.pcfg_levels import length_cut_ml_floor, uniform_level
+from tvolib.training.run_folder import check_writable
 from tvolib.plotting import (
     IntegrandPanel,
     plot_betas_over_time,
@@ -229,6 +230,8 @@ def figure(
     """
     stem = resolve_figure(name)
     p = get_profile(profile)
+    check_writable(paths.figures_path(figures_dir), what="figures folder",
+                   advice="choose another (figures_dir or $TVOLIB_FIGURES)")  # before the sweep runs
     configs = list(FIGURES[stem](p))
     frame = runs.run_configs(configs, executor=executor, data_root=data_root, results_root=results_root)
     return BUILDERS[stem](_Inputs(stem, p, configs, frame, data_root, results_root, figures_dir))

@@ -291,10 +291,20 @@ def _refuse_problems(frame: pd.DataFrame, root: Path) -> None:
         raise RunFolderError([(root / r["run"], r["status"], r["error"]) for _, r in bad.iterrows()])
 
 
-def _slurm_options(slurm: SlurmOptions | Mapping[str, Any] | None) -> SlurmOptions:
+def _slurm_options(slurm: SlurmOptions | Mapping[str, Any] | None, executor: str) -> SlurmOptions:
+    """``slurm`` over the environment's ``$TVOLIB_SLURM_*`` (not read by the local executor, so that a
+    bad Slurm setting never stops a local sweep)."""
     if isinstance(slurm, SlurmOptions):
         return slurm
-    return SlurmOptions.from_env(**dict(slurm or {}))
+    return SlurmOptions.from_env({} if executor == "local" else None, **dict(slurm or {}))
+
+
+def _still_failed(failures: dict[str, str], configs: Sequence[Any], root: Path) -> dict[str, str]:
+    """``failures`` without the runs that are done now (e.g. a run locked by a second process on the
+    same sweep, which finished it)."""
+    by_name = {config_digest(c): c for c in configs}
+    return {name: error for name, error in failures.items()
+            if name not in by_name or inspect_run(by_name[name], root).status != "done"}
 
 
 def run_configs(
@@ -359,7 +369,7 @@ def run_configs(
         raise ValueError(f"max_workers must be a positive int or None, got {max_workers!r}")
     here = name in ("local", "debug")
     check_device(device, here=here)
-    slurm_options = _slurm_options(slurm)
+    slurm_options = _slurm_options(slurm, name)
     workers = max_workers or default_workers()
     size, gpu = _stacking(unique, stack, max_stack, device, here)
     p = plan(unique, results_root=root, workers=workers, max_stack=size, gpu=gpu)
@@ -380,6 +390,7 @@ def run_configs(
         if any(len(job) > 1 for job in jobs) and train_fn is not None:
             raise ValueError("train_fn replaces the single-run trainer and cannot be stacked; pass stack='off'")
         failures = _run_jobs(jobs, options, name, root, workers, progress, slurm_options, executor_options)
+        failures = _still_failed(failures, todo, root)
         if failures:
             raise RunFailedError(failures, root)
     return results_frame(unique, results_root=root)

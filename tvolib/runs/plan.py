@@ -13,10 +13,12 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from tvolib import paths
 from tvolib.runs.cost import estimate_gpu_seconds, estimate_seconds, estimate_wall_seconds
 from tvolib.runs.readers import config_fields, unique_configs
 from tvolib.runs.stacks import stack_jobs, stack_label
 from tvolib.runs.store import ERROR_FILE, PROBLEMS, config_kind, error_headline, inspect_run, run_dir
+from tvolib.training.run_folder import check_folder_path
 
 __all__ = ["status", "plan", "format_plan", "format_seconds", "default_workers", "run_status"]
 
@@ -65,6 +67,8 @@ def status(configs: Iterable[Any], results_root: Root = None) -> pd.DataFrame:
     Example:
         >>> status(sweeps.fig4_vae_mnist_fashion("smoke"))["status"].value_counts()  # doctest: +SKIP
     """
+    check_folder_path(paths.results_root(results_root), what="results root",
+                      advice="choose another (--results-root / $TVOLIB_RESULTS)")
     rows = []
     for config in unique_configs(configs):
         folder = run_dir(config, results_root)

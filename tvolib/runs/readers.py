@@ -117,6 +117,7 @@ def unique_configs(configs: Iterable[Any]) -> list[Any]:
     seen: dict[str, Any] = {}
     errors = []
     for i, config in enumerate(configs):
+        config_kind(config)  # a clear TypeError for what is not a run config
         try:
             key = config_digest(config)
         except (TypeError, ValueError) as e:  # a field value JSON cannot hold: no digest, hence no folder

@@ -258,8 +258,18 @@ def _config_problem(config: Any, folder: Path) -> RunState | None:
     expected = config_record(config)
     if not isinstance(stored, dict) or stored.get("kind") != expected["kind"] or stored.get("config") != expected["config"]:
         other = f"{stored.get('kind')}-{stored.get('digest')}" if isinstance(stored, dict) else repr(stored)[:60]
-        return RunState("foreign", f"{CONFIG_FILE} holds another config ({other}), not {config_digest(config)}")
+        return RunState("foreign", f"{CONFIG_FILE} holds another config ({other}), not {config_digest(config)}"
+                                   + _differing_fields(stored, expected))
     return None
+
+
+def _differing_fields(stored: Any, expected: dict[str, Any]) -> str:
+    """``": fields [...] differ (an edited file?)"`` naming the fields a stored record gets wrong, or ``""``."""
+    fields = stored.get("config") if isinstance(stored, dict) else None
+    if not isinstance(fields, dict):
+        return ""
+    names = sorted(k for k in set(fields) | set(expected["config"]) if fields.get(k, ...) != expected["config"].get(k, ...))
+    return f": fields {names} differ" + (" (an edited file?)" if stored.get("digest") == expected["digest"] else "")
 
 
 def _final_problem(config: Any, file: Path) -> RunState | None:

@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "LOCK_NAME", "MODEL_ADVICE", "MODEL_FORMAT", "MODEL_NAME", "RunFolder",
-    "RunFolderAccessError", "RunLockedError", "check_writable", "load_model_state", "model_record",
+    "RunFolderAccessError", "RunLockedError", "check_folder_path", "check_writable", "load_model_state", "model_record",
 ]
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -55,11 +55,11 @@ class RunLockedError(RunFolderAccessError):
     """Another process is training in the same run folder."""
 
 
-def check_writable(folder: Path, *, what: str = "run folder", advice: str = "choose another run_dir") -> None:
-    """Create ``folder`` if needed and make sure files can be written in it.
+def check_folder_path(folder: Path, *, what: str = "run folder", advice: str = "choose another run_dir") -> None:
+    """Make sure ``folder`` is a folder or absent (not a file, not a dangling or looping link); creates nothing.
 
     Raises:
-        RunFolderAccessError: naming the folder (also for a path that exists as a file).
+        RunFolderAccessError: naming the folder and what to do.
     """
     if folder.is_symlink() and not folder.exists():
         raise RunFolderAccessError(f"{what} {folder} is a symbolic link to {os.readlink(folder)!r}, which does not "
@@ -67,6 +67,15 @@ def check_writable(folder: Path, *, what: str = "run folder", advice: str = "cho
                                    f"folder, or {advice}")
     if folder.exists() and not folder.is_dir():
         raise RunFolderAccessError(f"{what} {folder} is a file, not a folder; remove it or {advice}")
+
+
+def check_writable(folder: Path, *, what: str = "run folder", advice: str = "choose another run_dir") -> None:
+    """Create ``folder`` if needed and make sure files can be written in it.
+
+    Raises:
+        RunFolderAccessError: naming the folder (also for a path that exists as a file).
+    """
+    check_folder_path(folder, what=what, advice=advice)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-test.", suffix=TMP_SUFFIX, dir=folder)
