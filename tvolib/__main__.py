@@ -1,7 +1,7 @@
 """Command line: run a figure's sweep or one config outside the notebooks, and list the cache.
 
     python -m tvolib run <figure|all> [--profile quick] [--executor local|slurm|submitit-local|debug]
-                                      [--stack auto|on|off] [--max-stack N]
+                                      [--stack auto|on|off] [--max-stack N] [--compile]
                                       [--dry-run] [--repair] [--max-workers N] [--results-root DIR]
                                       [--data-root DIR] [--device cpu] [--slurm-... options]
     python -m tvolib status [<figure|all>] [--profile quick] [--results-root DIR]
@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="train runs of one shape together: auto (on CUDA), on, off (default: $TVOLIB_STACK or auto)")
     run.add_argument("--max-stack", type=int, default=None,
                      help=f"most runs per stack (default: what fits in free device memory, at most {MAX_STACK})")
+    run.add_argument("--compile", action="store_true",
+                     help="torch.compile the training minibatches (off by default; equal to eager runs only to float32 rounding)")
     running(run)
     _add_slurm_flags(run)
 
@@ -132,7 +134,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     frame = runs.run_configs(
         configs, executor=args.executor, results_root=args.results_root, data_root=args.data_root,
         max_workers=args.max_workers, device=args.device, dry_run=args.dry_run, repair=args.repair, slurm=slurm,
-        stack=args.stack, max_stack=args.max_stack,
+        stack=args.stack, max_stack=args.max_stack, compile=args.compile,
     )
     if args.dry_run:
         _print_frame(frame)

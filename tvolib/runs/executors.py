@@ -323,6 +323,7 @@ def run_configs(
     executor_options: Mapping[str, Any] | None = None,
     stack: str | None = None,
     max_stack: int | None = None,
+    compile: bool = False,
 ) -> pd.DataFrame:
     """Make sure every config has a complete run, then return one row per distinct config.
 
@@ -351,6 +352,10 @@ def run_configs(
             bit on the CPU when per-run sizes are multiples of 16, see ``docs/stacking.md``).
         max_stack: most runs per stack (default: what fits in the device's free memory, at most
             :data:`~tvolib.runs.stacks.MAX_STACK`; for Slurm an 80 GB GPU is assumed).
+        compile: ``torch.compile`` the training minibatches (stacks: ``train_many(..., compile=True)``;
+            image runs alone: ``train(..., compile=True)``). Not part of the configs' digests: a
+            compiled run equals the eager one only to float32 rounding, so do not mix the two
+            within one sweep.
 
     Returns:
         :func:`tvolib.runs.results_frame`: ``run``, ``kind``, ``digest``, the config's fields and
@@ -385,7 +390,7 @@ def run_configs(
         check_writable(root, what="results root", advice="choose another (--results-root / $TVOLIB_RESULTS)")
         todo.sort(key=estimate_seconds, reverse=True)  # largest first: near the best makespan (LPT)
         options = {"results_root": str(root), "data_root": None if data_root is None else str(data_root),
-                   "device": device, "train_fn": train_fn, "repair": repair}
+                   "device": device, "train_fn": train_fn, "repair": repair, "compile": compile}
         jobs = stack_jobs(todo, size) if size else [[c] for c in todo]
         if any(len(job) > 1 for job in jobs) and train_fn is not None:
             raise ValueError("train_fn replaces the single-run trainer and cannot be stacked; pass stack='off'")

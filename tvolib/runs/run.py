@@ -152,6 +152,7 @@ def run_one(
     progress: bool | None = None,
     train_fn: TrainArg = None,
     repair: bool = False,
+    compile: bool = False,
 ) -> dict[str, Any]:
     """Run ``config`` to completion in this process (or read it if complete).
 
@@ -168,6 +169,7 @@ def run_one(
         progress: the trainer's progress bar (``None``: the trainer's default).
         train_fn: a trainer replacing the kind's (or ``{kind: trainer}``), for tests.
         repair: recompute a corrupt or foreign folder instead of raising :class:`RunFolderError`.
+        compile: ``train(..., compile=True)`` for an image-model run (other kinds ignore it).
 
     Returns:
         The final metrics (the content of ``final.json``).
@@ -184,6 +186,8 @@ def run_one(
             return load_final(config, results_root)
         _start_attempt(config, folder)
         options = {"data_root": data_root, "device": device, "progress": progress}
+        if compile and config_kind(config) == "tvo":
+            options["compile"] = True
         return _train_and_record(_train_fn(train_fn, config_kind(config)), config, folder, options)
 
 
@@ -196,6 +200,7 @@ def run_stack(
     progress: bool | None = None,
     repair: bool = False,
     pool: Any = None,
+    compile: bool = False,
 ) -> list[dict[str, Any] | BaseException]:
     """Run ``configs`` as one stack (:func:`tvolib.training.train_many`) into their folders, or read them.
 
@@ -209,6 +214,7 @@ def run_stack(
             one after the other).
         results_root, data_root, device, progress, repair: as for :func:`run_one`.
         pool: a :class:`~tvolib.stacked.StepPool` for the GP-bandit rounds (default: inline).
+        compile: ``train_many(..., compile=True)`` (the stack's training minibatches compiled).
 
     Returns:
         Per config, its final metrics or the exception that stopped it.
@@ -231,7 +237,7 @@ def run_stack(
                 _start_attempt(configs[i], folder)
         if todo:
             _train_stack(configs, [opened[i][0] for i in todo], todo, outcomes,
-                         dict(data_root=data_root, device=device, progress=progress, pool=pool))
+                         dict(data_root=data_root, device=device, progress=progress, pool=pool, compile=compile))
     return outcomes  # type: ignore[return-value]
 
 

@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -31,7 +31,24 @@ from tvolib.stacked.objectives import LeftPoints, StackedLossOutput, stacked_los
 from tvolib.stacked.optim import StackedAdam
 from tvolib.tvo import EvidenceSpec, log_evidence
 
-__all__ = ["evidence_sums", "initial_evidence", "minibatch_steps", "train_epoch"]
+__all__ = ["LossFn", "compiled_loss", "evidence_sums", "initial_evidence", "minibatch_steps", "train_epoch"]
+
+#: ``stacked_loss``'s signature: ``(objective, model, x, S, noise, points) -> StackedLossOutput``.
+LossFn = Callable[..., StackedLossOutput]
+
+
+def compiled_loss() -> LossFn:
+    """``torch.compile`` of :func:`~tvolib.stacked.objectives.stacked_loss` (the stacked forward pass
+    and loss, fused by Inductor; its backward compiled with it), for :func:`minibatch_steps`.
+
+    Static shapes (``dynamic=False``): a stack compiles once for its full minibatches and once more
+    for a smaller last minibatch (a second graph; neither padded nor dropped), and again only when
+    its runs change (a run finished or diverged: a new stacked model). The Monte-Carlo noise stays
+    an input drawn outside the compiled function, so the runs keep their own streams and a
+    compiled run's numbers equal the eager run's to float32 rounding (the fused kernels round
+    differently), not bit for bit.
+    """
+    return torch.compile(stacked_loss, dynamic=False)
 
 
 class _Evidence:
@@ -112,7 +129,8 @@ def _epoch_sums(outputs: list[StackedLossOutput], specs: Sequence[EvidenceSpec],
 
 def train_epoch(model: StackedModel, optimiser: StackedAdam, objective: str, x: Tensor, perm: Tensor,
                 generators: Sequence[torch.Generator], *, S: int, batch_size: int, points: LeftPoints | None,
-                specs: Sequence[EvidenceSpec], precision: str = "fp32") -> tuple[Tensor, Tensor]:
+                specs: Sequence[EvidenceSpec], precision: str = "fp32", loss_fn: LossFn = stacked_loss
+                ) -> tuple[Tensor, Tensor]:
     """Train every run of ``model`` for one epoch; return its minibatch losses and metric sums.
 
     Args:
@@ -126,19 +144,21 @@ def train_epoch(model: StackedModel, optimiser: StackedAdam, objective: str, x: 
         specs: each run's evidence estimate.
         precision: the runs' training arithmetic (:mod:`tvolib.precision`): TF32 matmuls over the
             epoch for ``tf32`` (CUDA), bf16 autocast of each forward pass and loss for ``bf16``.
+        loss_fn: :func:`~tvolib.stacked.objectives.stacked_loss` or its :func:`compiled_loss`.
 
     Returns:
         ``loss_log`` ``(minibatches, K, 2)`` (the loss in column 0, for the divergence check) and
         the float64 sums ``(K, 5)`` of :func:`_epoch_sums` (divide by ``N`` for the means).
     """
     loss_log, outputs = minibatch_steps(model, optimiser, objective, x, perm, generators, S=S, batch_size=batch_size,
-                                        points=points, precision=precision)
+                                        points=points, precision=precision, loss_fn=loss_fn)
     return loss_log, _epoch_sums(outputs, specs, loss_log)
 
 
 def minibatch_steps(model: StackedModel, optimiser: StackedAdam, objective: str, x: Tensor, perm: Tensor,
                     generators: Sequence[torch.Generator], *, S: int, batch_size: int, points: LeftPoints | None,
-                    precision: str = "fp32") -> tuple[Tensor, list[StackedLossOutput]]:
+                    precision: str = "fp32", loss_fn: LossFn = stacked_loss
+                    ) -> tuple[Tensor, list[StackedLossOutput]]:
     """The minibatch steps of :func:`train_epoch` (arguments as there): ``loss_log`` and each step's
     :class:`~tvolib.stacked.objectives.StackedLossOutput` (detached), all still on the device.
 
@@ -157,7 +177,7 @@ def minibatch_steps(model: StackedModel, optimiser: StackedAdam, objective: str,
             xb = x[rows, perm[:, b * batch_size:(b + 1) * batch_size]].to(torch.float32)
             noise = model.draw_noise(generators, S, xb.shape[1])
             with autocast_scope(precision, dev):
-                out = stacked_loss(objective, model, xb, S, noise, points)
+                out = loss_fn(objective, model, xb, S, noise, points)
             loss_log[b, :, 0] = out.loss.detach()
             out.loss.sum().backward()
             optimiser.step()

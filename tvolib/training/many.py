@@ -178,10 +178,13 @@ def _train_stack(stack: Stack, states: list[dict[str, Any] | None], *, checkpoin
 
 def _train_alone(config: Any, run_dir: str | Path | None, options: dict[str, Any]) -> RunResult | BaseException:
     """``config`` by its single-run trainer (``TRAINERS[config.kind]``); its exception instead of raising it."""
-    kwargs = {k: v for k, v in options.items() if v is not None and k not in ("model_out", "pool", "progress")}
+    kwargs = {k: v for k, v in options.items()
+              if v is not None and k not in ("model_out", "pool", "progress", "compile")}
     kwargs["progress"] = options["progress"]
     if isinstance(config, RunConfig):
         kwargs["model_out"] = options["model_out"]
+        if options["compile"]:
+            kwargs["compile"] = True
     try:
         return TRAINERS[config.kind](config, run_dir, **kwargs)
     except Exception as exc:  # noqa: BLE001 -- reported with the others by train_many
@@ -243,6 +246,7 @@ def train_many(
     stop_after: int | None = None,
     model_out: bool = True,
     pool: StepPool | None = None,
+    compile: bool = False,
 ) -> list[RunResult]:
     """Train every config, stacking the runs that share a :func:`stack_key`; results in config order.
 
@@ -265,6 +269,10 @@ def train_many(
         model_out: write ``model.pt`` once a run is complete.
         pool: a :class:`~tvolib.stacked.StepPool` for the GP-bandit rounds (default: inline, one
             after the other; the pool's workers run one thread, see ``StepPool``).
+        compile: ``torch.compile`` each stack's forward pass and loss for the training minibatches
+            (:func:`tvolib.stacked.epoch.compiled_loss`; evaluation stays eager), and runs trained
+            alone with ``train(..., compile=True)``. Off by default: a compiled run's numbers equal
+            the eager run's only to float32 rounding, and compiling costs tens of seconds per stack.
 
     Returns:
         One :class:`~tvolib.training.loop.RunResult` per config, as ``train`` returns it.
@@ -284,7 +292,7 @@ def train_many(
     dev = resolve_device(device)
     names = [str(d) if d is not None else f"configs[{i}] ({c.digest()})" for i, (c, d) in enumerate(zip(configs, run_dirs))]
     options = dict(data_root=data_root, device=dev, progress=progress, checkpoint_every=checkpoint_every,
-                   stop_after=stop_after, model_out=model_out)
+                   stop_after=stop_after, model_out=model_out, compile=compile)
     outcomes: list[Any] = [None] * len(configs)
     groups: dict[str | None, list[int]] = {}
     for i, config in enumerate(configs):
@@ -312,7 +320,7 @@ def _train_chunk(configs: list[Any], run_dirs: list[Any], index: list[int], name
             return
         try:
             stack = Stack([configs[i] for i in index], [names[i] for i in index], options["device"],
-                           options["data_root"])
+                           options["data_root"], compile=options["compile"])
         except Exception as exc:  # noqa: BLE001 -- e.g. missing data: every run of the stack fails with it
             for i in index:
                 outcomes[i] = exc

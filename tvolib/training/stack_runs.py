@@ -21,9 +21,9 @@ from tvolib.data import load_dataset
 from tvolib.models import build_model
 from tvolib.precision import precision_scope
 from tvolib.stacked import StackedModel, evaluate_stack
-from tvolib.stacked.epoch import initial_evidence, train_epoch
+from tvolib.stacked.epoch import compiled_loss, initial_evidence, train_epoch
 from tvolib.stacked.evaluate import DEFAULT_MAX_ELEMENTS, max_elements_for
-from tvolib.stacked.objectives import left_points
+from tvolib.stacked.objectives import left_points, stacked_loss
 from tvolib.stacked.optim import StackedAdam
 from tvolib.training.images import SCHEDULE_LOG_WEIGHT_EXAMPLES, ImageTask, RunConfig, build_schedule
 from tvolib.training.loop import RunResult, Task, derived_seed, finish
@@ -177,7 +177,7 @@ class Stack:
     """The runs of one stack key: the data, the stacked model and optimiser, the batched work."""
 
     def __init__(self, configs: Sequence[RunConfig], names: Sequence[str], device: torch.device,
-                 data_root: str | Path | None) -> None:
+                 data_root: str | Path | None, compile: bool = False) -> None:
         first = configs[0]
         data = load_dataset(first.dataset, data_root, n_train=first.n_train, n_test=first.n_test,
                             seed=first.data_seed)
@@ -192,6 +192,7 @@ class Stack:
                 self.runs.append(StackRun(config, device, torch.get_rng_state(), name))
         self.model = StackedModel(models)
         self.optimiser = StackedAdam(self.model, lr=first.lr)
+        self.loss_fn = compiled_loss() if compile else stacked_loss  # training minibatches only
         self.x_epoch: Tensor | None = None
         for k, run in enumerate(self.runs):
             run.stack, run.index = self, k
@@ -227,7 +228,7 @@ class Stack:
         loss_log, sums = train_epoch(self.model, self.optimiser, config.objective, x, perm, [r.noise for r in runs],
                                      S=config.S, batch_size=config.batch_size, specs=[r.spec for r in runs],
                                      points=left_points(betas, device=dev) if config.uses_schedule else None,
-                                     precision=config.precision)
+                                     precision=config.precision, loss_fn=self.loss_fn)
         self.x_epoch = x
         loss_log = loss_log.cpu()  # once for all runs: their divergence checks then read nothing back
         for k, (run, m) in enumerate(zip(runs, (sums / n).tolist())):
