@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -184,3 +186,20 @@ def test_a_run_finished_by_a_second_process_is_not_a_failure(root, monkeypatch):
     assert list(err.value.failures) == [f"tvo-{b.digest()}"]
     monkeypatch.delenv(FAIL_ENV)
     assert run([a, b], root)["epochs"].tolist() == [3, 3]
+
+
+def test_a_script_without_main_guard_is_told_what_to_add(root, tmp_path):
+    """Worker processes import the script (spawn): a sweep started at import time gets advice, not a tangle."""
+    script = tmp_path / "sweep.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from fake_trainer import cfg, fake_train\n"
+        "from tvolib import runs\n"
+        f"runs.run_configs([cfg(seed=1), cfg(seed=2)], results_root={str(root)!r}, max_workers=2, "
+        "progress=False, train_fn=fake_train)\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert out.returncode != 0
+    assert 'put the call under `if __name__ == "__main__":` in your script' in out.stderr

@@ -166,3 +166,21 @@ def test_second_process_on_the_same_folder_is_refused(root, tmp_path):
         child.communicate("done\n", timeout=60)
     runs.run_one(c, results_root=root, train_fn=fake_train)  # free again once the other process ended
     assert runs.run_status(c, root) == "done" and calls(c, root) == 1
+
+
+def test_a_killed_attempt_counts_in_the_wall_time(root):
+    """A kill leaves no record of its own: its time from start to last checkpoint is still summed."""
+    import time
+    from pathlib import Path
+
+    c = cfg()
+
+    def killed(config, run_dir, **options):
+        time.sleep(0.4)
+        (Path(run_dir) / "checkpoint.pt").write_text(json.dumps({"epoch": 0, "history": [{"epoch": 0}]}))
+        raise KeyboardInterrupt  # as a kill: nothing after this line runs in the attempt
+
+    with pytest.raises(KeyboardInterrupt):
+        runs.run_one(c, results_root=root, train_fn=killed)
+    final = runs.run_one(c, results_root=root, train_fn=fake_train)
+    assert final["wall_seconds"] >= 0.4

@@ -252,7 +252,7 @@ def test_clear_run_keeps_checkpoint_when_config_is_right(root):
     (folder / "final.json").write_text("{}")
     store.clear_run(c, root)
     assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
-        "checkpoint.pt", "config.json", "fake_calls.log"]
+        "checkpoint.pt", "config.json", "fake_calls.log", "wall_time.json"]
     (folder / "config.json").write_text("{}")
     store.clear_run(c, root)
     assert not folder.exists()

@@ -116,6 +116,18 @@ def _run_stacks(stacks: Sequence[Sequence[Any]], options: dict[str, Any], cpus: 
     return failures
 
 
+#: What to do when a script calls :func:`run_configs` at import time (its worker processes import it).
+MAIN_GUARD_ADVICE = ('put the call under `if __name__ == "__main__":` in your script: worker processes '
+                     "start by importing it (spawn), and must not start a sweep of their own")
+
+
+def _check_not_bootstrapping() -> None:
+    """Refuse to start a sweep from a worker process that is importing the user's script."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError(f"run_configs was called while a worker process imported your script; "
+                           f"{MAIN_GUARD_ADVICE}")
+
+
 def _init_worker() -> None:
     """Pool initializer: one torch thread per worker so that workers do not oversubscribe the cores."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -160,7 +172,8 @@ def _run_pool(todo: Sequence[Any], options: dict[str, Any], workers: int, progre
                 try:
                     name, error = future.result()
                 except Exception as e:  # noqa: BLE001 - a worker died (e.g. out of memory)
-                    name, error = futures[future], f"{type(e).__name__}: {e} (worker process died)"
+                    name, error = futures[future], (f"{type(e).__name__}: {e} (worker process died: out of "
+                                                    f"memory, killed, or, from a script, {MAIN_GUARD_ADVICE})")
                 if error is not None:
                     failures[name] = error
     except BaseException:
@@ -367,6 +380,7 @@ def run_configs(
     Example:
         >>> frame = run_configs(sweeps.fig4_vae("smoke"), max_workers=2)  # doctest: +SKIP
     """
+    _check_not_bootstrapping()
     name = resolve_executor(executor)
     root = paths.results_root(results_root)
     unique = unique_configs(configs)

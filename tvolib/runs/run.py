@@ -24,8 +24,8 @@ from tvolib.training.many import TrainManyError, train_many
 from tvolib.training.run_folder import RunFolder, RunLockedError
 from tvolib.runs.readers import load_final
 from tvolib.runs.store import (
-    CONFIG_FILE, ERROR_FILE, FINAL_FILE, HISTORY_FILE, PROBLEMS, SCHEDULE_FILE, WALL_FILE, RunFolderError,
-    clear_run, config_kind, config_record, inspect_run, run_dir, write_json, write_records_csv,
+    CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, FINAL_FILE, HISTORY_FILE, PROBLEMS, SCHEDULE_FILE, WALL_FILE,
+    RunFolderError, clear_run, config_kind, config_record, inspect_run, run_dir, write_json, write_records_csv,
 )
 
 __all__ = ["RunLockedError", "TrainArg", "check_device", "run_one", "run_stack"]
@@ -76,10 +76,18 @@ def _get(result: Any, name: str, default: Any) -> Any:
 
 
 def _read_wall(folder: Path) -> float:
+    """Seconds spent by earlier attempts: ``wall_time.json``'s, plus, for an attempt that was killed
+    (its start recorded, its end not), the time from its start to its last checkpoint."""
     try:
-        return float(json.loads((folder / WALL_FILE).read_text())["seconds"])
+        record = json.loads((folder / WALL_FILE).read_text())
+        seconds = float(record["seconds"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0.0
+    started = record.get("attempt_started") if isinstance(record, dict) else None
+    checkpoint = folder / CHECKPOINT_FILE
+    if isinstance(started, (int, float)) and checkpoint.is_file():
+        seconds += max(0.0, checkpoint.stat().st_mtime - started)
+    return seconds
 
 
 def _record(result: Any, config: Any, folder: Path, wall_seconds: float) -> dict[str, Any]:
@@ -137,10 +145,12 @@ def _open_folder(config: Any, results_root: str | os.PathLike[str] | None, repai
 
 
 def _start_attempt(config: Any, folder: Path) -> None:
-    """A locked folder about to train: its ``config.json`` written, the last attempt's error removed."""
+    """A locked folder about to train: its ``config.json`` written, the last attempt's error removed, its
+    start recorded in ``wall_time.json`` (so that a killed attempt's time still counts)."""
     if not (folder / CONFIG_FILE).exists():
         write_json(folder / CONFIG_FILE, config_record(config))
     (folder / ERROR_FILE).unlink(missing_ok=True)
+    write_json(folder / WALL_FILE, {"seconds": _read_wall(folder), "attempt_started": time.time()})
 
 
 def run_one(

@@ -10,7 +10,8 @@ A run is identified by its config (a frozen dataclass with ``kind``, ``to_dict()
     schedule_history.csv   one row per bandit round (empty for fixed schedules)
     final.json             final metrics plus "kind" and "digest", written LAST
     error.txt              traceback of the last failed attempt (removed when a new attempt starts)
-    wall_time.json         seconds spent by failed attempts (summed into the final wall time)
+    wall_time.json         seconds spent by earlier attempts and the current one's start (summed into
+                           the final wall time; a killed attempt counts until its last checkpoint)
 
 Every file is written atomically (temporary sibling, then ``os.replace``). A run is complete
 (``"done"``) only if ``final.json`` parses, has the keys :data:`FINAL_KEYS`, its ``kind`` and
