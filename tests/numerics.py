@@ -26,6 +26,10 @@ import torch
 
 #: float32 machine epsilon, 2**-23.
 FP32_EPS = torch.finfo(torch.float32).eps
+#: ``terms`` per Adam step of a parameter or moment given the same gradient (lerp, mul, addcmul, sqrt,
+#: two divisions, add, multiply, add): the step is elementwise, so two implementations differ only by
+#: their kernels' rounding (a fused multiply-add in one vectorised loop, a scalar computed as a tensor).
+ADAM_TERMS = 10
 
 
 def fp32_tolerance(terms: int, scale: float) -> float:

@@ -8,10 +8,6 @@ from tvolib.stacked import StackedModel
 
 SEEDS = (1, 2, 3)
 B, S = 32, 8
-#: Float32 roundings per Adam step of a parameter or moment (lerp, mul, addcmul, sqrt, two divisions,
-#: add, multiply, add), for :func:`numerics.assert_close_fp32`: the step is elementwise, so given the
-#: same gradient, two implementations differ only by their kernels' rounding (e.g. a fused multiply-add).
-ADAM_TERMS = 10
 
 
 def single_models(name: str, seeds=SEEDS) -> list:

@@ -9,8 +9,8 @@ from tvolib.objectives import compute_loss
 from tvolib.stacked.objectives import left_points, stacked_loss
 from tvolib.stacked.optim import StackedAdam
 
-from helpers_stacked import ADAM_TERMS, B, S, SEEDS, batches, generators, stack_of
-from numerics import assert_close_fp32, assert_tree_close
+from helpers_stacked import B, S, SEEDS, batches, generators, stack_of
+from numerics import ADAM_TERMS, assert_close_fp32, assert_tree_close
 
 SCHEDULES = [[0.0, 0.1, 0.4], [0.0, 0.2, 0.5], [0.0, 0.3, 0.6]]
 

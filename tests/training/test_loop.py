@@ -1,5 +1,6 @@
-"""The shared training loop: bit-identical kill-and-resume for both trainers, L_0 for the bandit,
-fixed-schedule numbers unchanged, divergence, digests."""
+"""The shared training loop: bit-identical kill-and-resume for both trainers (the same kernels on the
+same inputs), L_0 for the bandit, fixed-schedule numbers unchanged (to float32 noise), divergence,
+digests. No pinned thread count: every comparison here holds with any."""
 from __future__ import annotations
 
 import math
@@ -14,6 +15,8 @@ from tvolib.training.images import RunConfig, merge_adam_states, train
 from tvolib.training.loop import TrainingDivergedError, derived_seed, progress_bar
 from tvolib.training.pcfg import PCFGConfig, train_pcfg
 
+from numerics import ADAM_TERMS, assert_close_fp32
+
 #: A tiny image run: 200 MNIST training images, minibatches of 100, cheap evaluation.
 TINY = RunConfig(n_train=200, n_test=50, batch_size=100, epochs=4, S=4, eval_S=8, d=3)
 #: A tiny PCFG run: 4 training sentences of at most 9 words.
@@ -22,8 +25,10 @@ SMALL_PCFG = PCFGConfig(objective="tvo", S=3, epochs=4, n_train=4, n_test=4, hid
 #: Windows of one epoch and two random rounds, so that the GP decides within a few epochs.
 SMALL_BANDIT = {"window": 1, "n_init": 2, "burn_in": 0}
 
-
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+#: Pinned numbers (written down from earlier runs, on other CPUs and thread counts) hold to this
+#: relative tolerance: a little above float32 noise (eps32 = 1.2e-7) for log-likelihoods after a few
+#: epochs (measured: within 6e-8 with AVX-512 or no vector instructions, 1 or 2 threads).
+PINNED_REL = 1e-6
 
 
 def _strip(history):
@@ -38,7 +43,8 @@ def _trainer(config, data_root):
 
 
 def _equal_states(a, b):
-    """Nested states equal, tensors bitwise, wall-clock fields (``*seconds``) ignored."""
+    """Nested states equal, tensors bitwise (for a resumed run: the same kernels), wall-clock fields
+    (``*seconds``) ignored."""
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and torch.equal(a, b)
     if isinstance(a, dict):
@@ -103,16 +109,17 @@ def test_fixed_schedule_numbers_are_unchanged(data_root):
     """A linear-schedule image run and a log PCFG run give the numbers of the trainers before the shared loop."""
     image = train(TINY.replace(schedule="linear"), None, data_root=data_root, device="cpu", progress=False).history
     assert [r["epoch"] for r in image] == [0, 1, 2, 3, 4]
-    assert image[0]["test_log_px"] == pytest.approx(-545.1256350677888, rel=1e-9)
+    assert image[0]["test_log_px"] == pytest.approx(-545.1256350677888, rel=PINNED_REL)
     assert [r["loss"] for r in image[1:]] == pytest.approx(
-        [542.7853393554688, 535.5605773925781, 524.978515625, 509.64915466308594], rel=1e-6)
-    assert image[4]["train_evidence"] == pytest.approx(-508.8373797607422, rel=1e-6)
-    assert image[4]["test_log_px"] == pytest.approx(-487.1285256078916, rel=1e-6)
+        [542.7853393554688, 535.5605773925781, 524.978515625, 509.64915466308594], rel=PINNED_REL)
+    assert image[4]["train_evidence"] == pytest.approx(-508.8373797607422, rel=PINNED_REL)
+    assert image[4]["test_log_px"] == pytest.approx(-487.1285256078916, rel=PINNED_REL)
     pcfg = train_pcfg(SMALL_PCFG.replace(epochs=3), device="cpu", progress=False).history
     assert [r["loss"] for r in pcfg[1:]] == pytest.approx(
-        [31.78102684020996, 25.467967987060547, 21.738834381103516], rel=1e-6)
+        [31.78102684020996, 25.467967987060547, 21.738834381103516], rel=PINNED_REL)
+    # exact float64 sums over the parses, from float32 parameters: float32 noise again
     assert [r["test_log_px"] for r in pcfg] == pytest.approx(
-        [-6.504670622857088, -6.502592523286661, -6.50078656176418, -6.498734826491907], rel=1e-9)
+        [-6.504670622857088, -6.502592523286661, -6.50078656176418, -6.498734826491907], rel=PINNED_REL)
 
 
 def test_digests_change_only_for_the_bandit_family():
@@ -189,8 +196,8 @@ def test_one_adam_over_theta_and_phi_equals_the_two_of_checkpoint_format_1():
     one.step()
     for opt in two:
         opt.step()
-    for p, opt in zip(one.param_groups[0]["params"], two):
-        assert torch.equal(p, opt.param_groups[0]["params"][0])
+    for p, opt in zip(one.param_groups[0]["params"], two):  # a loaded state may take another path: rounding
+        assert_close_fp32(p, opt.param_groups[0]["params"][0], terms=4 * ADAM_TERMS, what="after 4 steps")
 
 
 def test_derived_seeds_are_stable_distinct_and_in_range():
