@@ -12,7 +12,7 @@ import torch
 from tvolib.bandit import GPBanditSchedule, RandomSchedule, reward_posterior
 from tvolib.bandit.scheduler import evidence_spec_for
 from tvolib.schedules import Schedule
-from tvolib.tvo import validate_schedule
+from tvolib.tvo import log_uniform, validate_schedule
 
 # Small acquisition budgets keep the tests quick; the algorithm is unchanged.
 FAST = dict(raw_samples=64, num_restarts=2, acq_maxiter=30, fit_maxiter=20)
@@ -78,10 +78,10 @@ def test_current_is_a_valid_schedule_in_the_box(cls, d: int) -> None:
 
 
 def test_evidence_specs() -> None:
-    paper = GPBanditSchedule(3).evidence_spec
+    paper = GPBanditSchedule(3, protocol="paper-text").evidence_spec
     assert paper.rule == "left" and len(paper.betas) == 50
     assert np.allclose(paper.betas, np.arange(50) / 50)
-    code = GPBanditSchedule(3, reward="code").evidence_spec
+    code = GPBanditSchedule(3).evidence_spec  # the default protocol is the authors' code's
     assert code.rule == "trapezoid" and len(code.betas) == 50
     assert np.allclose(code.betas, 10 ** np.linspace(-9, 0, 50)) and code.betas[-1] == 1.0
     assert evidence_spec_for("paper") == paper
@@ -89,7 +89,7 @@ def test_evidence_specs() -> None:
 
 # ----- windows and rewards ----------------------------------------------------------------------
 def test_window_growth() -> None:
-    s = RandomSchedule(3, seed=0)
+    s = RandomSchedule(3, seed=0, reward="paper")
     for epoch in range(0, 400):
         s.step(epoch, evidence=float(epoch))  # steadily improving: no early updates
     h = s.history()
@@ -104,7 +104,7 @@ def test_window_growth() -> None:
 
 
 def test_reward_attribution_with_early_update() -> None:
-    s = RandomSchedule(4, seed=1, window=6, early_drop=0.05)
+    s = RandomSchedule(4, seed=1, window=6, early_drop=0.05, reward="paper")
     evid = {0: -100.0, 1: -99.0, 2: -98.0, 3: -97.0, 4: -96.0, 5: -95.0, 6: -94.0,  # round 0: +6
             7: -93.9, 8: -94.2,  # round 1: drops 0.2 below its start (-94.0) at epoch 8 -> early
             9: -94.1, 10: -94.0, 11: -93.0, 12: -92.0, 13: -91.5, 14: -91.0}  # round 2: full window
@@ -147,13 +147,20 @@ def test_code_reward_uses_window_means() -> None:
     assert [r["reward"] for r in h] == pytest.approx([m1 - L[0], m2 - m1, m3 - m2])
 
 
-def test_burn_in_delays_the_first_window() -> None:
-    s = RandomSchedule(3, burn_in=20)
-    first = s.current().clone()
-    for epoch in range(1, 26):
+@pytest.mark.parametrize("burn_in_schedule", ["log", "arm"])
+def test_burn_in_delays_the_first_window(burn_in_schedule) -> None:
+    """The burn-in trains with the log schedule (the code) or the first arm; the first arm then
+    trains the first window, which starts at the burn-in's last epoch."""
+    s = RandomSchedule(3, burn_in=20, burn_in_schedule=burn_in_schedule)
+    arm = torch.cat([torch.zeros(1, dtype=torch.float64), s.current_arm()])
+    during = log_uniform(3) if burn_in_schedule == "log" else arm
+    for epoch in range(0, 20):
+        assert torch.equal(s.current(), during)  # exact: the same values built the same way
         s.step(epoch, evidence=float(epoch))
-        if epoch < 26:
-            assert torch.equal(s.current(), first)
+    s.step(20, evidence=20.0)
+    for epoch in range(21, 26):
+        assert torch.equal(s.current(), arm)  # exact: the recorded arm itself
+        s.step(epoch, evidence=float(epoch))
     s.step(26, evidence=26.0)
     h = s.history()
     assert len(h) == 1 and h[0]["start_epoch"] == 20 and h[0]["epoch"] == 26
@@ -178,7 +185,7 @@ def test_nan_rewards_are_skipped_and_never_reach_the_gp() -> None:
 
 
 def test_nan_evidence_is_ignored_and_never_starts_a_window() -> None:
-    s = RandomSchedule(3, window=2)
+    s = RandomSchedule(3, window=2, reward="paper")
     with pytest.warns(RuntimeWarning, match="epoch 2: non-finite evidence nan ignored"):
         for epoch, L in enumerate([0.0, 1.0, float("nan"), 2.0, 3.0, 4.0, 5.0]):
             s.step(epoch, evidence=L)
@@ -188,7 +195,7 @@ def test_nan_evidence_is_ignored_and_never_starts_a_window() -> None:
         (0, 3, 2.0, False), (3, 5, 2.0, False)]
     assert h[0]["ignored_epochs"] == [2] and h[1]["ignored_epochs"] == []
     # a NaN at the very first report does not become the first window's start either
-    s = RandomSchedule(3, window=2)
+    s = RandomSchedule(3, window=2, reward="paper")
     with pytest.warns(RuntimeWarning):
         s.step(0, evidence=float("nan"))
     for epoch in (1, 2, 3):
@@ -198,7 +205,7 @@ def test_nan_evidence_is_ignored_and_never_starts_a_window() -> None:
 
 def test_gp_bandit_driven_by_step_with_synthetic_evidence() -> None:
     """The trainer's path: per-epoch evidence whose increments depend on the arm in use."""
-    s = GPBanditSchedule(3, seed=4, window=2, n_init=3, **FAST)
+    s = GPBanditSchedule(3, seed=4, window=2, n_init=3, reward="paper", **FAST)
     L, used = -200.0, {}
     s.step(0, evidence=L)
     for epoch in range(1, 27):
@@ -212,7 +219,8 @@ def test_gp_bandit_driven_by_step_with_synthetic_evidence() -> None:
         epochs = range(r["start_epoch"] + 1, r["epoch"] + 1)
         assert all(used[e] == r["arm"] for e in epochs)  # one arm per window
         assert r["reward"] == pytest.approx(r["evidence_end"] - r["evidence_start"])
-    assert [r["source"] for r in h][2:] == ["gp"] * 10
+    sources = [r["source"] for r in h]
+    assert sources[:2] == ["random"] * 2 and set(sources[2:]) <= {"gp", "corner"} and "gp" in sources
 
 
 # ----- state and reproducibility ------------------------------------------------------------------
@@ -336,8 +344,9 @@ def test_observation_cap_limits_the_gp_data() -> None:
 
 
 def test_kappa_options() -> None:
-    th = GPBanditSchedule(3)
-    assert th.current_kappa(10, 10) > GPBanditSchedule(3, kappa="log_n").current_kappa(10, 10) == pytest.approx(math.log(10))
+    th = GPBanditSchedule(3, kappa="theorem1")
+    code = GPBanditSchedule(3)  # the code's log(N + 2)
+    assert th.current_kappa(10, 10) > code.current_kappa(10, 10) == pytest.approx(math.log(12))
     assert GPBanditSchedule(3, kappa=2.5).current_kappa(10, 10) == 2.5
 
 
@@ -361,20 +370,21 @@ def average_regret(cls, seed: int, rounds: int, drift: float, **kwargs) -> tuple
 
 
 def test_gp_bandit_beats_random_search_on_a_drifting_bump() -> None:
-    """With the authors' exploration weight kappa = log N the bandit tracks the moving optimum."""
-    gp = [average_regret(GPBanditSchedule, seed, 30, 0.1, kappa="log_n", **FAST)[0] for seed in range(3)]
-    rnd = [average_regret(RandomSchedule, seed, 30, 0.1)[0] for seed in range(3)]
+    """The GP-UCB step itself (paper-text protocol, kappa = log(N + 2)) tracks a moving optimum."""
+    gp = [average_regret(GPBanditSchedule, seed, 30, 0.1, protocol="paper-text", kappa="log_n", **FAST)[0]
+          for seed in range(3)]
+    rnd = [average_regret(RandomSchedule, seed, 30, 0.1, protocol="paper-text")[0] for seed in range(3)]
     assert np.mean(gp) < 0.7 * np.mean(rnd), (gp, rnd)
     assert all(g < r for g, r in zip(gp, rnd)), (gp, rnd)
 
 
 def test_default_gp_bandit_concentrates_near_a_static_optimum() -> None:
-    """Default (Theorem 1) kappa: more exploratory, still well below random search, and converging."""
+    """Paper-text protocol (Theorem 1's kappa): more exploratory, still well below random search, and converging."""
     gp, rnd = [], []
     for seed in range(3):
-        regret, arms = average_regret(GPBanditSchedule, seed, 30, 0.0, **FAST)
+        regret, arms = average_regret(GPBanditSchedule, seed, 30, 0.0, protocol="paper-text", **FAST)
         gp.append(regret)
-        rnd.append(average_regret(RandomSchedule, seed, 30, 0.0)[0])
+        rnd.append(average_regret(RandomSchedule, seed, 30, 0.0, protocol="paper-text")[0])
         late = np.sort(np.array(arms[-8:]), axis=1)
         dist = np.linalg.norm(late - np.array([0.3, 0.65]), axis=1)
         assert np.median(dist) < 0.15, late
@@ -387,7 +397,7 @@ def test_default_gp_bandit_concentrates_near_a_static_optimum() -> None:
 @pytest.mark.parametrize("cls", [RandomSchedule, GPBanditSchedule])
 def test_round_zero_starts_at_the_untrained_model(cls) -> None:
     """With step(0, L_0): round 0 trains epochs 1..w and earns L_w - L_0 (the paper's reward)."""
-    s = cls(3, window=6, seed=0, **(FAST if cls is GPBanditSchedule else {}))
+    s = cls(3, window=6, seed=0, reward="paper", **(FAST if cls is GPBanditSchedule else {}))
     L = {e: -100.0 + e * e for e in range(20)}
     arms = {}
     for epoch in range(13):
@@ -398,11 +408,11 @@ def test_round_zero_starts_at_the_untrained_model(cls) -> None:
     assert [(r["start_epoch"], r["epoch"], r["length"]) for r in h] == [(0, 6, 6), (6, 12, 6)]
     assert h[0]["reward"] == L[6] - L[0] and h[1]["reward"] == L[12] - L[6]
     assert h[0]["arm"] == arms[1] == arms[6] and h[1]["arm"] == arms[7] == arms[12]
-    assert cls.REVISION == 2
+    assert cls.REVISION == 3
 
 
 def test_without_step_zero_the_first_report_starts_the_window() -> None:
-    s = RandomSchedule(3, window=6, seed=0)
+    s = RandomSchedule(3, window=6, seed=0, reward="paper")
     for epoch in range(1, 14):
         s.step(epoch, evidence=float(epoch) ** 2)
     assert [(r["start_epoch"], r["epoch"], r["reward"]) for r in s.history()] == [(1, 7, 48.0), (7, 13, 120.0)]
@@ -445,7 +455,7 @@ def _corrupt(state: dict, key: str, value) -> dict:
     ("window_evidence", [float("inf")], "'window_evidence' must be a list of finite numbers"),
     ("ignored_epochs", ["x"], "'ignored_epochs' must be a list of ints"),
     ("generator", torch.zeros(3, dtype=torch.uint8), "'generator' must be a torch.Generator state"),
-    ("version", 1, "'version' is 1, this code reads format 2"),
+    ("version", 1, "'version' is 1, this code reads format 3"),
 ])
 def test_load_state_dict_rejects_bad_entries(key, value, message) -> None:
     s = RandomSchedule(3, window=3, seed=0)

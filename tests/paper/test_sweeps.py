@@ -22,17 +22,22 @@ def digest_hash(configs) -> str:
     return hashlib.sha256("".join(sorted(kind + digest for kind, digest in digests(configs))).encode()).hexdigest()[:16]
 
 
+#: Figures added with the bandit's revision 3 (their fixed-schedule runs are new configs).
+NEW_FIGURES = ("fig10_bandit_protocol", "fig11_bandit_budget")
+
+
 @pytest.mark.parametrize("name, expected", [("smoke", "1f438d245c884534"), ("quick", "f047bc0c266e9c72"),
                                             ("paper", "3661015cbf7a912a")])
 def test_fixed_schedule_digests_are_unchanged(name, expected):
     """Cached image runs of fixed schedules still resolve: their digests are those of the configs
-    before the bandit's revision 2 (a hash of every distinct config's kind and digest)."""
-    fixed = [c for c in sweeps.all_configs(name) if c.kind == "tvo" and c.schedule not in BANDIT_FAMILY]
+    before the bandit's revisions 2 and 3 (a hash of every distinct config's kind and digest)."""
+    configs = [c for stem, fn in sweeps.FIGURES.items() if stem not in NEW_FIGURES for c in fn(name)]
+    fixed = [c for c in configs if c.kind == "tvo" and c.schedule not in BANDIT_FAMILY]
     assert digest_hash(fixed) == expected
 
 
-@pytest.mark.parametrize("name, expected", [("smoke", "5dd017bcf5f5596f"), ("quick", "052c15beea3b84b0"),
-                                            ("paper", "1819148609dab094")])
+@pytest.mark.parametrize("name, expected", [("smoke", "d78eab95001a9765"), ("quick", "851c01482bb65ab0"),
+                                            ("paper", "a6648fb450249bc5")])
 def test_every_config_digest_is_pinned(name, expected):
     """Every config's digest, bandit runs included (their cache keys carry the bandit's revision).
     The smoke and paper values are also those before the PCFG's new options (left out of the digest
@@ -77,7 +82,7 @@ def test_sweep_grids_follow_the_profile():
     assert all((c.n_train, c.n_test, c.epochs, c.batch_size, c.eval_S, c.eval_every)
                == (p.n_train, p.n_test, p.epochs, p.batch_size, p.eval_S, p.eval_every) for c in fig4)
     for c in fig4:  # window and burn-in go to the windowed schedules only; log uses beta_1 = 0.025
-        expected = {"window": p.bandit_window, "burn_in": p.bandit_burn_in}
+        expected = {"window": p.bandit_window, "burn_in": p.bandit_burn_in, "n_init": p.bandit_n_init}
         assert dict(c.schedule_options) == (expected if c.schedule == "gp_bandit" else {})
         assert c.log_beta1 == 0.025
     assert all(dict(c.schedule_options) == ({"burn_in": 20} if c.schedule == "gp_bandit" else {})
@@ -123,8 +128,9 @@ def test_resolve_figure_stems_aliases_and_prefixes():
         assert digests(sweeps.figure_configs(old, "smoke")) == digests(sweeps.FIGURES[new]("smoke"))
     with pytest.raises(ValueError, match="ambiguous: table_wallclock, table_permutation"):
         sweeps.resolve_figure("table")
-    with pytest.raises(ValueError, match="unknown figure 'fig10'"):
-        sweeps.resolve_figure("fig10")
+    assert sweeps.resolve_figure("fig10") == "fig10_bandit_protocol"
+    with pytest.raises(ValueError, match="unknown figure 'fig12'"):
+        sweeps.resolve_figure("fig12")
     everything = sweeps.figure_configs("all", "smoke")
     assert len(everything) == len(digests(everything))
     assert digests(everything) == set().union(*(digests(fn("smoke")) for fn in sweeps.FIGURES.values()))

@@ -101,8 +101,12 @@ def maximize_ucb(
     raw_samples: int | None = None,
     num_restarts: int | None = None,
     maxiter: int = 100,
+    upper: Tensor | None = None,
 ) -> tuple[Tensor, float]:
     """Maximise GP-UCB over the normalised box ``[0, 1]^n_arm`` at time ``t_norm`` (fixed feature).
+
+    ``upper`` ``(n_arm,)`` (normalised units, in ``(0, 1]``) lowers the box's upper bound per
+    coordinate: the staggered arm domain of the authors' code (:mod:`tvolib.bandit.protocol`).
 
     Returns the maximiser ``(n_arm,)`` in normalised units (*not* yet sorted or projected) and the
     acquisition value there (standardised reward units). ``seed`` seeds BoTorch's raw samples; the
@@ -117,6 +121,8 @@ def maximize_ucb(
     X = gp._require_data()[0]
     bounds = torch.zeros(2, n_arm + 1, dtype=X.dtype, device=X.device)
     bounds[1] = 1.0
+    if upper is not None:
+        bounds[1, :n_arm] = torch.as_tensor(upper, dtype=X.dtype, device=X.device)
     acq = GPUCB(gp, kappa)
     with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):  # see model.fit_map
         # BoTorch warns when L-BFGS-B stops at maxiter or when raw samples have equal values;

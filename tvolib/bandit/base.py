@@ -15,13 +15,19 @@ from torch import Tensor
 
 from ..checks import check_finite_float, check_int, check_state
 from ..schedules import Schedule
+from ..tvo import log_uniform
 from .acquisition import project_arm
+from .protocol import ROUND_DECIMALS, arm_degeneracy, resolve_protocol, staggered_upper
 from .reward import early_update, evidence_spec_for, window_reward
 
 __all__ = ["BanditScheduleBase"]
 
-#: Format of :meth:`BanditScheduleBase.state_dict`; format 1 predates reward revision 2.
-STATE_VERSION = 2
+#: Format of :meth:`BanditScheduleBase.state_dict`; format 1 predates reward revision 2, format 2
+#: the protocol items (:mod:`tvolib.bandit.protocol`).
+STATE_VERSION = 3
+#: Largest reward magnitude a saved history may hold (a change of log-evidence in nats; a real
+#: window changes it by at most a few thousand).
+MAX_ABS_REWARD = 1e6
 
 _STATE_KEYS = (
     "version", "config", "round", "arm", "last_epoch", "start_epoch", "start_evidence",
@@ -48,40 +54,65 @@ class BanditScheduleBase(Schedule):
 
     Args:
         d: number of left points including ``b_0 = 0`` (>= 2); the arm holds the other ``d - 1``.
+        protocol: ``"code"`` (default: the authors' code, which produced the paper's numbers) or
+            ``"paper-text"``; sets every item below left at ``None`` (:mod:`tvolib.bandit.protocol`).
+        burn_in_schedule: what trains before the first window starts: ``"log"`` (the log schedule,
+            ``beta_1 = 0.025``) or ``"arm"`` (the first random arm).
+        arm_domain: ``"staggered"`` (coordinate ``k`` of the sorted arm in ``[lo, hi k / (d - 1)]``)
+            or ``"box"`` (every coordinate in ``[lo, hi]``); random arms and the acquisition use it.
+        projection: ``"round"`` (round to 4 decimals and sort; ties are separated by 1e-4 because
+            the TVO's schedule must increase strictly) or ``"spread"`` (clamp, sort and push points
+            ``min_gap`` apart).
+        reward: ``"code"`` or ``"paper"`` (see :mod:`tvolib.bandit.reward`).
         box: ``(lo, hi)`` with ``0 < lo < hi < 1``; the arm's points lie in it (Section 5: [0.05, 0.95]).
         window, window_growth_every, window_growth: planned window length
             ``w_k = window + window_growth * floor(k / window_growth_every)`` (6, +1 every 10 rounds).
         early_drop: end a window early when the evidence drops by more than this (``None``: never).
         burn_in: reports before this epoch are ignored (the first window starts at or after it).
-        reward: ``"paper"`` or ``"code"`` (see :mod:`tvolib.bandit.reward`).
-        min_gap: smallest distance between neighbouring points of an arm.
+        min_gap: smallest distance between neighbouring points of an arm (``"spread"`` projection).
         seed: seeds the random arms (and the acquisition's restarts).
     """
 
     #: Revision 2: round 0 may start at ``step(0, L_0)`` (reward ``L_w - L_0``), early updates fire
     #: on a drop strictly greater than ``early_drop`` (exact comparison), and non-finite evidence
-    #: is ignored instead of starting the next window.
-    REVISION: ClassVar[int] = 2
+    #: is ignored instead of starting the next window. Revision 3: the protocol of the authors'
+    #: code by default (:mod:`tvolib.bandit.protocol`).
+    REVISION: ClassVar[int] = 3
+    #: Protocol items this class reads (subclasses add theirs).
+    PROTOCOL_ITEMS: ClassVar[tuple[str, ...]] = ("burn_in_schedule", "arm_domain", "projection", "reward")
 
     def __init__(
         self,
         d: int,
         *,
+        protocol: str = "code",
+        burn_in_schedule: str | None = None,
+        arm_domain: str | None = None,
+        projection: str | None = None,
+        reward: Literal["paper", "code"] | None = None,
         box: tuple[float, float] = (0.05, 0.95),
         window: int = 6,
         window_growth_every: int = 10,
         window_growth: int = 1,
         early_drop: float | None = 0.05,
         burn_in: int = 0,
-        reward: Literal["paper", "code"] = "paper",
         min_gap: float = 1e-3,
         seed: int = 0,
     ) -> None:
         self._d = check_int("d (b_0 = 0 plus at least one interior point to choose)", d, 2)
-        self.lo, self.hi = self._check_box(box)
+        items = resolve_protocol(protocol, dict(burn_in_schedule=burn_in_schedule, arm_domain=arm_domain,
+                                                projection=projection, reward=reward))
+        self.protocol = protocol
+        self.burn_in_schedule, self.arm_domain = items["burn_in_schedule"], items["arm_domain"]
+        self.projection, reward = items["projection"], items["reward"]
+        self.box = self._check_box(box)
+        self.lo = self.box[0]
+        self.upper = (staggered_upper(self._d, *self.box) if self.arm_domain == "staggered"
+                      else (self.box[1],) * (self._d - 1))
+        self.hi = max(self.upper)  # the arms' range: the GP normalises by [lo, hi]
         self.min_gap = check_finite_float("min_gap", min_gap, minimum=0.0, strict=True)
-        if (self._d - 2) * self.min_gap > self.hi - self.lo:
-            raise ValueError(f"min_gap must fit {self._d - 1} points in [{self.lo}, {self.hi}]; got {min_gap}")
+        if (self._d - 2) * self._gap > self.hi - self.lo:
+            raise ValueError(f"min_gap must fit {self._d - 1} points in [{self.lo}, {self.hi}]; got {self._gap}")
         self.window = check_int("window", window, 1)
         self.window_growth_every = check_int("window_growth_every", window_growth_every, 1)
         self.window_growth = check_int("window_growth", window_growth, 0)
@@ -143,8 +174,16 @@ class BanditScheduleBase(Schedule):
         """The arm of the current round as recorded for the GP, ``(d - 1,)`` in beta units."""
         return torch.tensor(self._arm, dtype=torch.float64)
 
+    @property
+    def in_burn_in(self) -> bool:
+        """Whether training is still before the first window (``burn_in > 0`` and no window started)."""
+        return self.burn_in > 0 and self._start_epoch is None and self._round == 0
+
     def current(self) -> Tensor:
-        """``[0, sorted arm]``: the left points to train with now, float64 ``(d,)``."""
+        """The left points to train with now, float64 ``(d,)``: ``[0, sorted arm]``, or the log
+        schedule during the burn-in when ``burn_in_schedule="log"``."""
+        if self.burn_in_schedule == "log" and self.in_burn_in:
+            return log_uniform(self._d)
         return torch.cat([torch.zeros(1, dtype=torch.float64), torch.sort(self.current_arm()).values])
 
     def step(self, epoch: int, evidence: float | Tensor | None = None, log_weights: Any = None) -> None:
@@ -231,13 +270,16 @@ class BanditScheduleBase(Schedule):
         Keys: ``round, epoch, start_epoch, window, length, early, arm, betas, evidence_start,
         evidence_end, reward, skipped, ignored_epochs`` (the observation; ``arm`` is the GP input in
         beta units, ``betas = [0, sorted(arm)]`` the schedule trained with, ``ignored_epochs`` the
-        epochs whose non-finite evidence was ignored), ``source`` ("random" or "gp"),
-        ``next_arm, lengthscale, omega, rho, noise, kappa, acq_value, fit_seconds, acq_seconds,
-        fit_ok, fit_evals, n_obs, t_origin, t_pred, y_mean, y_std`` (the decision; GP fields are
+        epochs whose non-finite evidence was ignored); ``source`` of the next arm ("random": an
+        initial random round; "gp": the GP-UCB maximiser; "corner": a random arm replacing a
+        proposal at the all-lower corner), ``next_arm``, its degeneracy ``next_spread,
+        next_min_gap, next_on_edge, next_degenerate`` (:func:`~tvolib.bandit.protocol.arm_degeneracy`),
+        ``lengthscale, omega, rho, noise, kappa, acq_value, fit_seconds, acq_seconds, fit_ok,
+        fit_evals, n_obs, n_dropped, t_origin, t_pred, y_mean, y_std`` (the decision; GP fields are
         None for random rounds; hyperparameters and ``acq_value`` are in the GP's units: normalised
-        arm and time, standardised rewards), and the configuration ``d, lo, hi, sort, time_varying,
-        max_observations, reward_rule`` so :func:`tvolib.bandit.reward_posterior` can rebuild the
-        GP from the rows alone.
+        arm and time, standardised rewards), and the configuration ``d, lo, hi, upper, sort,
+        time_varying, max_observations, reward_rule, protocol, corner_guards, standardize`` so
+        :func:`tvolib.bandit.reward_posterior` can rebuild the GP from the rows alone.
         """
         return [{k: (list(v) if isinstance(v, list) else v) for k, v in row.items()} for row in self._history]
 
@@ -266,12 +308,14 @@ class BanditScheduleBase(Schedule):
         decision = self._choose_next()
         row.update(decision)
         row["next_arm"] = list(self._arm)
+        row.update({f"next_{k}": v for k, v in arm_degeneracy(self._arm, self.lo, self.hi).items()})
         self._round += 1
 
     def _config_row(self) -> dict[str, Any]:
         return {
-            "d": self._d, "lo": self.lo, "hi": self.hi, "sort": self.sort_arms,
+            "d": self._d, "lo": self.lo, "hi": self.hi, "upper": list(self.upper), "sort": self.sort_arms,
             "time_varying": False, "max_observations": None, "reward_rule": self.reward,
+            "protocol": self.protocol, "corner_guards": False, "standardize": "global",
         }
 
     @staticmethod
@@ -279,25 +323,37 @@ class BanditScheduleBase(Schedule):
         return {
             "source": source, "lengthscale": None, "omega": None, "rho": None, "noise": None,
             "kappa": None, "acq_value": None, "fit_seconds": None, "acq_seconds": None,
-            "fit_ok": None, "fit_evals": None, "n_obs": None, "t_origin": None, "t_pred": None,
-            "y_mean": None, "y_std": None,
+            "fit_ok": None, "fit_evals": None, "n_obs": None, "n_dropped": None, "t_origin": None,
+            "t_pred": None, "y_mean": None, "y_std": None,
         }
 
     @abstractmethod
     def _choose_next(self) -> dict[str, Any]:
         """Set ``self._arm`` for the next round; return the decision's history fields."""
 
+    @property
+    def _gap(self) -> float:
+        """Smallest distance between neighbouring points after :meth:`_finalise_arm`."""
+        return self.min_gap if self.projection == "spread" else 10.0**-ROUND_DECIMALS
+
     def _random_arm(self) -> Tensor:
-        raw = self.lo + (self.hi - self.lo) * torch.rand(self.n_arm, generator=self._gen, dtype=torch.float64)
+        """A uniform draw in the arm domain (coordinate ``k`` in ``[lo, upper_k]``), finalised."""
+        span = torch.tensor(self.upper, dtype=torch.float64) - self.lo
+        raw = self.lo + span * torch.rand(self.n_arm, generator=self._gen, dtype=torch.float64)
         return self._finalise_arm(raw)
 
     def _finalise_arm(self, raw: Tensor) -> Tensor:
         """Project ``raw`` (beta units) to a valid arm; for unsorted GPs keep ``raw``'s order.
 
-        Invariant: ``sort(result)`` is the strictly increasing interior schedule trained with.
+        ``"round"``: round to 4 decimals first. Invariant: ``sort(result)`` is the strictly
+        increasing interior schedule trained with.
         """
         raw = raw.detach().to("cpu", torch.float64)
-        projected = project_arm(raw, self.lo, self.hi, self.min_gap)
+        if self.projection == "round":
+            raw = raw.round(decimals=ROUND_DECIMALS)
+        projected = project_arm(raw, self.lo, self.hi, self._gap)
+        if self.projection == "round":  # pushing ties apart by one unit may leave float noise
+            projected = projected.round(decimals=ROUND_DECIMALS)
         if self.sort_arms:
             return projected
         out = torch.empty_like(projected)
@@ -307,7 +363,9 @@ class BanditScheduleBase(Schedule):
     # ----- state -----------------------------------------------------------------------------
     def _config(self) -> dict[str, Any]:
         return {
-            "class": type(self).__name__, "d": self._d, "lo": self.lo, "hi": self.hi, "min_gap": self.min_gap,
+            "class": type(self).__name__, "d": self._d, "box": list(self.box), "upper": list(self.upper),
+            "protocol": self.protocol, "burn_in_schedule": self.burn_in_schedule, "arm_domain": self.arm_domain,
+            "projection": self.projection, "min_gap": self.min_gap,
             "window": self.window, "window_growth_every": self.window_growth_every,
             "window_growth": self.window_growth, "early_drop": self.early_drop, "burn_in": self.burn_in,
             "reward": self.reward, "seed": self.seed,
@@ -387,20 +445,43 @@ def _check_state_dict(schedule: BanditScheduleBase, state: Any) -> None:
     if not (isinstance(history, list) and len(history) == n_rounds
             and all(isinstance(r, dict) and r.get("round") == k for k, r in enumerate(history))):
         raise _bad(owner, "history", f"a list of {n_rounds} round records numbered 0..{n_rounds - 1}", history)
+    for row in history:
+        _check_history_row(schedule, owner, row)
     try:
         torch.Generator().set_state(state["generator"])
     except (TypeError, RuntimeError) as exc:
         raise _bad(owner, "generator", "a torch.Generator state (uint8 tensor)", state["generator"]) from exc
 
 
-def _check_arm(schedule: BanditScheduleBase, owner: str, arm: Any) -> None:
+def _check_arm(schedule: BanditScheduleBase, owner: str, arm: Any, key: str = "arm") -> None:
     expected = f"a list of {schedule.n_arm} distinct finite numbers in [{schedule.lo}, {schedule.hi}]"
     if not (isinstance(arm, (list, tuple)) and len(arm) == schedule.n_arm and all(map(_is_finite, arm))):
-        raise _bad(owner, "arm", expected, arm)
+        raise _bad(owner, key, expected, arm)
     ordered = sorted(float(v) for v in arm)
     inside = schedule.lo <= ordered[0] and ordered[-1] <= schedule.hi
     if not inside or any(b <= a for a, b in zip(ordered, ordered[1:])):
-        raise _bad(owner, "arm", expected, arm)
+        raise _bad(owner, key, expected, arm)
+    if schedule.sort_arms and list(arm) != ordered:
+        raise _bad(owner, key, "sorted (this schedule records sorted arms)", arm)
+
+
+def _check_history_row(schedule: BanditScheduleBase, owner: str, row: dict[str, Any]) -> None:
+    """A saved round is complete (round, arm, reward, skipped), its arm lies in the box and its
+    reward is finite and at most :data:`MAX_ABS_REWARD` in magnitude (or the round is skipped)."""
+    where = f"history[{row['round']}]"
+    missing = [k for k in ("arm", "reward", "skipped", "next_arm") if k not in row]
+    if missing:
+        raise _bad(owner, where, f"a round record with keys round, arm, reward, skipped, next_arm (missing {missing})", row)
+    _check_arm(schedule, owner, row["arm"], key=f"{where}['arm']")
+    _check_arm(schedule, owner, row["next_arm"], key=f"{where}['next_arm']")
+    reward, skipped = row["reward"], row["skipped"]
+    if not isinstance(skipped, bool):
+        raise _bad(owner, f"{where}['skipped']", "True or False", skipped)
+    if not isinstance(reward, (int, float)) or isinstance(reward, bool):
+        raise _bad(owner, f"{where}['reward']", "a number", reward)
+    if not skipped and not (math.isfinite(reward) and abs(reward) <= MAX_ABS_REWARD):
+        raise _bad(owner, f"{where}['reward']", f"a finite number within +-{MAX_ABS_REWARD:g} nats (or the round "
+                   "marked skipped)", reward)
 
 
 def _check_window(owner: str, state: dict[str, Any]) -> None:

@@ -43,7 +43,8 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from threadpoolctl import threadpool_limits
 from torch import Tensor
 
-from .kernels import SortedRBFKernel, TimeDecayKernel, rho_to_omega
+from .kernels import SortedRBFKernel, TimeDecayKernel, omega_to_rho, rho_to_omega
+from .protocol import ML_BOUNDS, robust_standardize
 
 __all__ = [
     "BanditGP",
@@ -51,6 +52,7 @@ __all__ = [
     "Hyperparameters",
     "TrainingData",
     "fit_map",
+    "fit_ml",
     "training_data",
 ]
 
@@ -97,6 +99,8 @@ class TrainingData:
     y_std: float
     t_origin: int  # round index mapped to time 0
     t_pred: int  # round index mapped to time 1 (the round whose arm is being chosen)
+    n_dropped: int = 0  # observations left out by the robust standardisation
+    n_guards: int = 0  # pseudo-observations appended (corner guards), the last rows of X and y
 
 
 def training_data(
@@ -107,6 +111,8 @@ def training_data(
     lo: float,
     hi: float,
     t_pred: int,
+    standardize: str = "global",
+    guards: Tensor | None = None,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> TrainingData:
@@ -116,7 +122,15 @@ def training_data(
     indices, ``rewards`` ``(N,)`` finite. Times map affinely so the oldest observation's round
     ``t_origin`` goes to 0 and the prediction round ``t_pred`` to 1: the same map for training and
     prediction points. Arms map by ``(b - lo) / (hi - lo)`` in every coordinate, which commutes with
-    sorting. Rewards are standardised by their mean and (population) standard deviation over the set.
+    sorting.
+
+    Args:
+        standardize: ``"global"``: rewards standardised by their mean and (population) standard
+            deviation; ``"robust"`` (the authors' code): standardise, drop ``|z| > 3``, standardise
+            the rest again (:func:`~tvolib.bandit.protocol.robust_standardize`).
+        guards: ``(G, n_arm)`` arms (beta units) given pseudo-observations with the lowest
+            standardised reward kept, at the latest observation's time (the code's corner guards),
+            appended after the real observations.
     """
     arms = torch.as_tensor(arms, dtype=dtype, device=device)
     rounds = torch.as_tensor(rounds, dtype=dtype, device=device)
@@ -130,17 +144,27 @@ def training_data(
         raise ValueError("the GP needs at least one observation")
     if not torch.isfinite(rewards).all():
         raise ValueError("rewards passed to the GP must be finite (non-finite ones are skipped upstream)")
+    if standardize not in ("global", "robust"):
+        raise ValueError(f"standardize must be 'global' or 'robust'; got {standardize!r}")
     t_origin = int(rounds.min().item())
     if t_pred <= t_origin:
         raise ValueError(f"prediction round {t_pred} must come after the oldest observation {t_origin}")
-    x_arm = (arms - lo) / (hi - lo)
-    x_t = (rounds - t_origin) / (t_pred - t_origin)
+    if standardize == "robust":
+        keep, y_mean, y_std = robust_standardize(rewards)
+    else:
+        keep, y_mean, y_std = torch.ones_like(rewards, dtype=torch.bool), *robust_standardize(rewards, math.inf)[1:]
+    x_arm = (arms[keep] - lo) / (hi - lo)
+    x_t = (rounds[keep] - t_origin) / (t_pred - t_origin)
     X = torch.cat([x_arm, x_t.unsqueeze(-1)], dim=-1)
-    y_mean = float(rewards.mean())
-    y_std = float(rewards.std(unbiased=False)) if rewards.numel() > 1 else 1.0
-    if not y_std > 1e-12:
-        y_std = 1.0
-    return TrainingData(X, (rewards - y_mean) / y_std, y_mean, y_std, t_origin, int(t_pred))
+    y = (rewards[keep] - y_mean) / y_std
+    n_guards = 0
+    if guards is not None:
+        g = (torch.as_tensor(guards, dtype=dtype, device=device) - lo) / (hi - lo)
+        t_last = torch.full((g.shape[0], 1), float(x_t.max()), dtype=dtype, device=device)
+        X = torch.cat([X, torch.cat([g, t_last], dim=-1)])
+        y = torch.cat([y, y.min().expand(g.shape[0])])
+        n_guards = g.shape[0]
+    return TrainingData(X, y, y_mean, y_std, t_origin, int(t_pred), int((~keep).sum()), n_guards)
 
 
 class _GaussianLogLikelihood(torch.autograd.Function):
@@ -206,6 +230,7 @@ class BanditGP(Model):
         if n_arm < 1:
             raise ValueError(f"n_arm must be >= 1; got {n_arm}")
         self.n_arm = int(n_arm)
+        self.has_priors = bool(priors)
         self.time_varying = bool(time_varying)
         self.spatial = SortedRBFKernel(
             sort=sort,
@@ -367,7 +392,14 @@ class FitResult:
 _BOUNDS = {"lengthscale": (1e-3, 1e2), "rho": (1e-6, 1e4), "noise": (NOISE_FLOOR, 10.0)}
 
 
-def fit_map(gp: BanditGP, *, maxiter: int = 30, ftol: float = 1e-6, gtol: float = 1e-3) -> FitResult:
+def fit_map(
+    gp: BanditGP,
+    *,
+    maxiter: int = 30,
+    ftol: float = 1e-6,
+    gtol: float = 1e-3,
+    bounds: dict[str, tuple[float, float]] | None = None,
+) -> FitResult:
     """Fit ``gp``'s hyperparameters by MAP with L-BFGS-B, starting from its current values.
 
     The warm start (previous round's values, Appendix B) means a round usually needs 1-10
@@ -376,7 +408,10 @@ def fit_map(gp: BanditGP, *, maxiter: int = 30, ftol: float = 1e-6, gtol: float 
     ``1e-3 N`` nats per unit of a (softplus-raw) hyperparameter: far below what moves the
     posterior. If anything fails numerically (Cholesky error, non-finite objective or result), the
     previous values are restored and a ``RuntimeWarning`` is emitted (Appendix B: "keep the previous value of the hyperparameters").
+    ``bounds`` (hyperparameter units, per name) replaces the default box; a model built with
+    ``priors=False`` makes this type-II maximum likelihood.
     """
+    box = _BOUNDS if bounds is None else bounds
     start = time.perf_counter()
     previous = gp.get_hyperparameters()
     params = gp._raw_parameters()
@@ -388,7 +423,7 @@ def fit_map(gp: BanditGP, *, maxiter: int = 30, ftol: float = 1e-6, gtol: float 
     dtype, device = params[0].dtype, params[0].device
     bounds = []
     for name, c in zip(names, constraints):
-        lo_b, hi_b = _BOUNDS[name]
+        lo_b, hi_b = box[name]
         lo_raw = float(c.inverse_transform(torch.tensor(max(lo_b, float(c.lower_bound) + 1e-12), dtype=dtype)))
         hi_raw = float(c.inverse_transform(torch.tensor(hi_b, dtype=dtype)))
         bounds.append((lo_raw, hi_raw))
@@ -448,3 +483,73 @@ def fit_map(gp: BanditGP, *, maxiter: int = 30, ftol: float = 1e-6, gtol: float 
             stacklevel=2,
         )
     return FitResult(gp.get_hyperparameters(), ok, n_evals, time.perf_counter() - start, message)
+
+
+def _batched_objective(gp: BanditGP, hps: list[Hyperparameters]) -> Tensor:
+    """``gp.negative_log_posterior()`` at many hyperparameters in one batched Cholesky (``inf`` where
+    the covariance is not positive definite); the same kernel as :meth:`BanditGP.covar`, written
+    out over a batch because evaluating 200 starts one by one cost seconds per round."""
+    if gp.has_priors:
+        raise ValueError("batched starts are for type-II maximum likelihood: build the GP with priors=False")
+    X, y = gp._require_data()
+    n, n_arm = y.shape[0], gp.n_arm
+    arms = torch.sort(X[:, :n_arm], dim=-1).values if gp.sort else X[:, :n_arm]
+    sq = torch.cdist(arms, arms).square()
+    dt = (X[:, n_arm:] - X[:, n_arm:].T).abs()
+    ls, rho, noise = (torch.tensor([getattr(h, k) for h in hps], dtype=X.dtype, device=X.device)
+                      for k in ("lengthscale", "rho", "noise"))
+    K = torch.exp(-0.5 * sq / ls.view(-1, 1, 1) ** 2)
+    if gp.temporal is not None:
+        K = K * torch.exp(-0.5 * rho.view(-1, 1, 1) * dt)
+    K = K + noise.view(-1, 1, 1) * torch.eye(n, dtype=X.dtype, device=X.device)
+    L, info = torch.linalg.cholesky_ex(K)
+    alpha = torch.cholesky_solve(y.expand(len(hps), n).unsqueeze(-1), L).squeeze(-1)
+    nll = 0.5 * (y * alpha).sum(-1) + torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1) + 0.5 * n * math.log(2 * math.pi)
+    return torch.where(info == 0, nll / n, torch.full_like(nll, math.inf)).nan_to_num(math.inf)
+
+
+def fit_ml(
+    gp: BanditGP,
+    *,
+    n_starts: int = 200,
+    generator: torch.Generator,
+    maxiter: int = 30,
+    bounds: dict[str, tuple[float, float]] = ML_BOUNDS,
+) -> FitResult:
+    """Type-II maximum likelihood as the authors' code fits it: random starts, then L-BFGS-B.
+
+    The marginal likelihood (``gp`` built with ``priors=False``) is evaluated at ``n_starts`` random points of ``bounds`` (length scale and noise log-uniform, omega uniform in
+    its range) and at the current values; L-BFGS-B (:func:`fit_map`) then starts from the best. One
+    descent from the best start, rather than one per start, keeps a round to a fraction of a second.
+
+    Args:
+        gp: the model, with its training data set.
+        n_starts: random starting points (the code: 200).
+        generator: seeds the starts (the schedule's own generator, so a run is reproducible).
+        maxiter: L-BFGS-B iterations.
+        bounds: hyperparameter bounds (default: the code's, :data:`~tvolib.bandit.protocol.ML_BOUNDS`).
+
+    Returns:
+        The :class:`FitResult` of the descent (``n_evals`` counts the starts too).
+    """
+    start = time.perf_counter()
+    u = torch.rand(n_starts, 3, generator=generator, dtype=torch.float64)
+    (l_lo, l_hi), (r_lo, r_hi), (n_lo, n_hi) = bounds["lengthscale"], bounds["rho"], bounds["noise"]
+    omega_lo, omega_hi = float(rho_to_omega(torch.tensor(r_lo))), float(rho_to_omega(torch.tensor(r_hi)))
+    candidates = [gp.get_hyperparameters()] + [
+        Hyperparameters(
+            lengthscale=math.exp(math.log(l_lo) + float(a) * math.log(l_hi / l_lo)),
+            rho=float(omega_to_rho(torch.tensor(omega_lo + float(b) * (omega_hi - omega_lo)))),
+            noise=math.exp(math.log(n_lo) + float(c) * math.log(n_hi / n_lo)),
+        )
+        for a, b, c in u
+    ]
+    clipped = [Hyperparameters(min(max(hp.lengthscale, l_lo), l_hi), min(max(hp.rho, r_lo), r_hi),
+                               min(max(hp.noise, n_lo), n_hi)) for hp in candidates]
+    with torch.no_grad():
+        values = _batched_objective(gp, clipped)
+    best = clipped[int(torch.argmin(values))] if torch.isfinite(values).any() else clipped[0]
+    gp.set_hyperparameters(best)
+    result = fit_map(gp, maxiter=maxiter, bounds=bounds)
+    return FitResult(result.hyperparameters, result.ok, result.n_evals + len(candidates),
+                     time.perf_counter() - start, result.message)

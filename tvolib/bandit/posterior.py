@@ -38,6 +38,13 @@ def _vector(value: Any) -> list[float]:
     return [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
 
 
+def _flag(value: Any) -> bool:
+    """A boolean field as written to a dict (bool) or read back from CSV (bool, or the text "True")."""
+    if isinstance(value, str):
+        return value.strip().lower() == "true"
+    return bool(value) and not (isinstance(value, float) and math.isnan(value))
+
+
 def _optional_int(value: Any) -> int | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
@@ -89,7 +96,7 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
         rounds = [int(r["round"]) for r in rows]
         raise ValueError(f"round {round_index} not in the history (recorded rounds: {rounds[:3]}...{rounds[-3:]})")
     row = matches[0]
-    if row.get("source") != "gp":
+    if row.get("source") not in ("gp", "corner"):
         raise ValueError(
             f"no GP was fitted at round {round_index} (its next arm came from {row.get('source')!r}: "
             "random initial rounds and RandomSchedule have no posterior)"
@@ -97,14 +104,21 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
     lo, hi = float(row["lo"]), float(row["hi"])
     arms, rounds, rewards = observations(rows, round_index, _optional_int(row.get("max_observations")))
     n_arm = arms.shape[1]
-    data = training_data(arms, rounds, rewards, lo=lo, hi=hi, t_pred=int(row["t_pred"]))
+    guards = None
+    if _flag(row.get("corner_guards")):  # rows written before the protocol items have none
+        upper = _vector(row["upper"])
+        guards = torch.tensor([[lo] * n_arm, upper], dtype=torch.float64)
+    standardize = row.get("standardize") if isinstance(row.get("standardize"), str) else "global"
+    data = training_data(arms, rounds, rewards, lo=lo, hi=hi, t_pred=int(row["t_pred"]), standardize=standardize,
+                         guards=guards)
     if arms.shape[0] != int(row["n_obs"]) or data.t_origin != int(row["t_origin"]):
         raise ValueError(
             f"history is inconsistent at round {round_index}: rebuilt {arms.shape[0]} observations from round "
             f"{data.t_origin}, recorded {row['n_obs']} from round {row['t_origin']}"
         )
     hp = Hyperparameters(float(row["lengthscale"]), float(row["rho"]), float(row["noise"]))
-    gp = BanditGP(n_arm, sort=bool(row["sort"]), time_varying=bool(row["time_varying"]), hyperparameters=hp, device="cpu")
+    gp = BanditGP(n_arm, sort=_flag(row["sort"]), time_varying=_flag(row["time_varying"]), hyperparameters=hp,
+                  device="cpu")
     gp.set_train_data(data.X, data.y)
 
     g = torch.as_tensor(np.asarray(grid, dtype=np.float64) if not torch.is_tensor(grid) else grid, dtype=torch.float64)

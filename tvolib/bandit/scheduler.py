@@ -19,13 +19,14 @@ Windows and rewards (Section 3, Eq. 7) are defined in :mod:`tvolib.bandit.reward
 attributed to the arm used during its whole window (never mixed across an early update), and every
 round is one row of :meth:`~tvolib.bandit.base.BanditScheduleBase.history`.
 
-The GP round (Section 4, Algorithm 1). After round ``k``: fit the GP of
-:mod:`tvolib.bandit.model` to all finite observations ``(arm_i, i, y_i)`` (or the last
-``max_observations``) by MAP (Eq. 19), warm-started from round ``k-1``; maximise GP-UCB (Eq. 17)
-with ``kappa`` of Theorem 1 at time ``k + 1`` (the round being chosen; the same time map is used
-for the training points); project by sorting (Section 4.2). The first rounds draw uniform random
-arms (seeded) until ``n_init`` finite observations exist (default ``max(3, d)``, i.e. one more
-than the arm's dimension, and at least 3).
+The GP round (Section 4, Algorithm 1). After round ``k``: standardise the last
+``max_observations`` finite observations ``(arm_i, i, y_i)``, add the corner guards, fit the GP of
+:mod:`tvolib.bandit.model` (type-II ML from random starts, or MAP warm-started from round ``k-1``),
+maximise GP-UCB (Eq. 17) at time ``k + 1`` (the round being chosen; the same time map is used for
+the training points) over the arm domain, and project (Section 4.2). The first rounds draw random
+arms (seeded) until ``n_init`` finite observations exist. Which of these choices apply is the
+*protocol* (:mod:`tvolib.bandit.protocol`): by default the authors' code's, which produced the
+paper's numbers; ``protocol="paper-text"`` is what the paper's text alone specifies.
 """
 from __future__ import annotations
 
@@ -39,15 +40,16 @@ from ..checks import check_finite_float, check_int, check_state
 from ..config import resolve_device
 from .acquisition import maximize_ucb, theorem1_kappa
 from .base import BanditScheduleBase
-from .model import BanditGP, Hyperparameters, fit_map, training_data
+from .model import BanditGP, Hyperparameters, fit_map, fit_ml, training_data
 from .posterior import observations
+from .protocol import resolve_protocol
 from .reward import evidence_spec_for
 
 __all__ = ["BanditScheduleBase", "GPBanditSchedule", "RandomSchedule", "evidence_spec_for"]
 
 
 class RandomSchedule(BanditScheduleBase):
-    """Random search (paper Fig 8 ablation): a fresh uniform arm in the box every round.
+    """Random search (paper Fig 8 ablation): a fresh uniform arm in the arm domain every round.
 
     Same arguments, windows, rewards and history as :class:`GPBanditSchedule`'s base
     :class:`~tvolib.bandit.base.BanditScheduleBase` (GP fields of the history are None).
@@ -56,8 +58,8 @@ class RandomSchedule(BanditScheduleBase):
         >>> sched = RandomSchedule(3, window=2, seed=0)
         >>> for epoch, L in enumerate([-100.0, -99.0, -98.5]):
         ...     sched.step(epoch, evidence=L)
-        >>> sched.history()[0]["reward"]
-        1.5
+        >>> sched.history()[0]["reward"]               # mean(L_1, L_2) - L_0 (the code's reward)
+        1.25
     """
 
     def _choose_next(self) -> dict[str, Any]:
@@ -68,23 +70,31 @@ class RandomSchedule(BanditScheduleBase):
 class GPBanditSchedule(BanditScheduleBase):
     """The paper's GP-bandit schedule: time-varying, permutation-invariant GP-UCB (Algorithm 1).
 
-    Args beyond :class:`BanditScheduleBase`'s (``box, window, window_growth_every, window_growth,
-    early_drop, burn_in, reward, min_gap, seed``):
+    Args beyond :class:`BanditScheduleBase`'s (``protocol, burn_in_schedule, arm_domain,
+    projection, reward, box, window, window_growth_every, window_growth, early_drop, burn_in,
+    min_gap, seed``); the protocol items default to the preset's value (``None``):
 
     * ``sort=True``: permutation-invariant kernel; ``False`` is the unsorted ablation
       (``gp_bandit_unsorted``, Appendix D.4): arms are recorded in the order the acquisition
       proposed them and the GP sees them unsorted (training still uses the sorted schedule).
     * ``time_varying=True``: time kernel with fitted omega; ``False`` fixes omega = 0.
-    * ``n_init``: random rounds until this many finite observations (default ``max(3, d)``).
-    * ``max_observations``: keep only the last so many observations in the GP (default all).
-    * ``kappa``: the GP-UCB exploration weight. ``"theorem1"`` (default, the paper): ``kappa_t`` of
-      Theorem 1 with ``kappa_delta, kappa_a, kappa_b`` (see
-      :func:`~tvolib.bandit.acquisition.theorem1_kappa`), ``t`` = completed rounds, dimension
-      ``d - 1``. It is large (sqrt(kappa) ~ 8 after 40 rounds at d = 3, ~ 23 after 1000 at d = 15),
-      i.e. very exploratory. ``"log_n"``: ``log(number of observations)``, what the authors' code
-      uses. A number: that constant.
-    * ``fit_maxiter``: L-BFGS-B iteration cap of the warm-started MAP fit; ``acq_maxiter``,
-      ``raw_samples``, ``num_restarts``: acquisition budget (defaults grow with ``d``).
+    * ``n_init``: random rounds until this many finite observations (code: ``3 d``; paper-text:
+      ``max(3, d)``).
+    * ``max_observations``: keep only the last so many observations (code: ``30 d``; paper-text: all).
+    * ``corner_guards``: two pseudo-observations at the all-lower and all-upper corners of the arm
+      domain with the worst standardised reward kept, at the latest observation's time; a random arm
+      replaces a proposal at the all-lower corner (code: on).
+    * ``standardize``: ``"robust"`` (standardise, drop ``|z| > 3``, standardise again; code) or
+      ``"global"`` (mean and standard deviation of all rewards).
+    * ``kappa``: the GP-UCB exploration weight. ``"log_n"`` (code): ``log(N + 2)`` with ``N`` the
+      number of observations. ``"theorem1"`` (paper-text): ``kappa_t`` of Theorem 1 with
+      ``kappa_delta, kappa_a, kappa_b`` (see :func:`~tvolib.bandit.acquisition.theorem1_kappa`),
+      ``t`` = completed rounds, dimension ``d - 1``; large (sqrt(kappa) ~ 8 after 40 rounds at
+      d = 3), i.e. very exploratory. A number: that constant.
+    * ``fit``: ``"ml"`` (code: type-II maximum likelihood, best of ``ml_starts`` random starts then
+      L-BFGS-B, within :data:`~tvolib.bandit.protocol.ML_BOUNDS`) or ``"map"`` (weak priors,
+      warm-started from the previous round, ``fit_maxiter`` iterations).
+    * ``acq_maxiter``, ``raw_samples``, ``num_restarts``: acquisition budget (defaults grow with ``d``).
     * ``initial_hyperparameters``: the GP's starting point (default ``rho = 2`` or 0 when not
       time-varying).
     * ``device``: where the GP computes (default CUDA when available); arms live on the CPU.
@@ -93,9 +103,13 @@ class GPBanditSchedule(BanditScheduleBase):
         >>> sched = GPBanditSchedule(d=3, window=2, seed=0, device="cpu")
         >>> sched.step(0, evidence=-100.0)                 # L_0 of the untrained model
         >>> sched.step(1, evidence=-99.0); sched.step(2, evidence=-98.0)
-        >>> sched.history()[0]["reward"], sched.history()[0]["start_epoch"]   # L_2 - L_0, round 0
-        (2.0, 0)
+        >>> sched.history()[0]["reward"], sched.history()[0]["start_epoch"]   # mean(L_1, L_2) - L_0
+        (1.5, 0)
     """
+
+    PROTOCOL_ITEMS = BanditScheduleBase.PROTOCOL_ITEMS + (
+        "n_init", "max_observations", "corner_guards", "standardize", "kappa", "fit",
+    )
 
     def __init__(
         self,
@@ -103,13 +117,18 @@ class GPBanditSchedule(BanditScheduleBase):
         *,
         sort: bool = True,
         time_varying: bool = True,
+        protocol: str = "code",
         n_init: int | None = None,
         max_observations: int | None = None,
-        kappa: float | Literal["theorem1", "log_n"] = "theorem1",
+        corner_guards: bool | None = None,
+        standardize: str | None = None,
+        kappa: float | Literal["theorem1", "log_n"] | None = None,
+        fit: str | None = None,
         kappa_delta: float = 0.1,
         kappa_a: float = 1.0,
         kappa_b: float = 1.0,
         fit_maxiter: int = 30,
+        ml_starts: int = 200,
         acq_maxiter: int = 100,
         raw_samples: int | None = None,
         num_restarts: int | None = None,
@@ -118,22 +137,22 @@ class GPBanditSchedule(BanditScheduleBase):
         **window_options: Any,
     ) -> None:
         self._sort = bool(sort)  # needed by _finalise_arm during the base __init__
-        super().__init__(d, **window_options)
+        super().__init__(d, protocol=protocol, **window_options)
+        items = resolve_protocol(protocol, dict(corner_guards=corner_guards, standardize=standardize, fit=fit))
+        self.corner_guards, self.standardize, self.fit = items["corner_guards"], items["standardize"], items["fit"]
+        code = protocol == "code"
         self.time_varying = bool(time_varying)
-        self.n_init = max(3, self.d) if n_init is None else check_int("n_init", n_init, 1)
-        self.max_observations = None if max_observations is None else check_int("max_observations", max_observations, 1)
-        if isinstance(kappa, str):
-            if kappa not in ("theorem1", "log_n"):
-                raise ValueError(f"kappa must be 'theorem1', 'log_n' or a finite number >= 0; got {kappa!r}")
-            self.kappa: float | str = kappa
-        elif isinstance(kappa, bool) or not (isinstance(kappa, (int, float)) and math.isfinite(kappa) and kappa >= 0):
-            raise ValueError(f"kappa must be 'theorem1', 'log_n' or a finite number >= 0; got {kappa!r}")
-        else:
-            self.kappa = float(kappa)
+        default_init = 3 * self.d if code else max(3, self.d)
+        self.n_init = default_init if n_init is None else check_int("n_init", n_init, 1)
+        default_max = 30 * self.d if code else None
+        self.max_observations = (default_max if max_observations is None
+                                 else check_int("max_observations", max_observations, 1))
+        self.kappa: float | str = self._check_kappa(items["kappa"] if kappa is None else kappa)
         self.kappa_delta = check_finite_float("kappa_delta", kappa_delta)
         self.kappa_a, self.kappa_b = check_finite_float("kappa_a", kappa_a), check_finite_float("kappa_b", kappa_b)
         theorem1_kappa(1, self.n_arm, delta=self.kappa_delta, a=self.kappa_a, b=self.kappa_b)  # validates
         self.fit_maxiter = check_int("fit_maxiter", fit_maxiter, 1)
+        self.ml_starts = check_int("ml_starts", ml_starts, 1)
         self.acq_maxiter = check_int("acq_maxiter", acq_maxiter, 1)
         self.raw_samples = None if raw_samples is None else check_int("raw_samples", raw_samples, 1)
         self.num_restarts = None if num_restarts is None else check_int("num_restarts", num_restarts, 1)
@@ -141,20 +160,30 @@ class GPBanditSchedule(BanditScheduleBase):
         self._hp: Hyperparameters = hp.validate()
         self.device = resolve_device(device)
 
+    @staticmethod
+    def _check_kappa(kappa: Any) -> float | str:
+        if isinstance(kappa, str) and kappa in ("theorem1", "log_n"):
+            return kappa
+        if isinstance(kappa, bool) or not (isinstance(kappa, (int, float)) and math.isfinite(kappa) and kappa >= 0):
+            raise ValueError(f"kappa must be 'theorem1', 'log_n' or a finite number >= 0; got {kappa!r}")
+        return float(kappa)
+
     @property
     def sort_arms(self) -> bool:
         return self._sort
 
     def _config_row(self) -> dict[str, Any]:
         row = super()._config_row()
-        row.update(time_varying=self.time_varying, max_observations=self.max_observations)
+        row.update(time_varying=self.time_varying, max_observations=self.max_observations,
+                   corner_guards=self.corner_guards, standardize=self.standardize)
         return row
 
     def _config(self) -> dict[str, Any]:
         cfg = super()._config()
         cfg.update(
             sort=self._sort, time_varying=self.time_varying, n_init=self.n_init,
-            max_observations=self.max_observations, kappa=self.kappa, kappa_delta=self.kappa_delta,
+            max_observations=self.max_observations, corner_guards=self.corner_guards,
+            standardize=self.standardize, fit=self.fit, kappa=self.kappa, kappa_delta=self.kappa_delta,
             kappa_a=self.kappa_a, kappa_b=self.kappa_b,
         )
         return cfg
@@ -183,8 +212,12 @@ class GPBanditSchedule(BanditScheduleBase):
             value = theorem1_kappa(n_rounds, self.n_arm, delta=self.kappa_delta, a=self.kappa_a, b=self.kappa_b)
             return max(value, 0.0)
         if self.kappa == "log_n":
-            return math.log(max(n_obs, 1))
+            return math.log(n_obs + 2)
         return float(self.kappa)
+
+    def corner_arms(self) -> Tensor:
+        """The two corners of the arm domain the guards cover: all-lower and all-upper ``(2, d - 1)``."""
+        return torch.tensor([[self.lo] * self.n_arm, list(self.upper)], dtype=torch.float64)
 
     def _choose_next(self) -> dict[str, Any]:
         arms, rounds, rewards = observations(self._history, max_observations=self.max_observations)
@@ -192,28 +225,38 @@ class GPBanditSchedule(BanditScheduleBase):
             self._arm = self._random_arm().tolist()
             return self._empty_decision("random")
         t_pred = self._round + 1  # the round whose arm is chosen now
-        data = training_data(arms, rounds, rewards, lo=self.lo, hi=self.hi, t_pred=t_pred, device=self.device)
-        gp = BanditGP(
-            self.n_arm, sort=self._sort, time_varying=self.time_varying, hyperparameters=self._hp, device=self.device
+        data = training_data(
+            arms, rounds, rewards, lo=self.lo, hi=self.hi, t_pred=t_pred, standardize=self.standardize,
+            guards=self.corner_arms() if self.corner_guards else None, device=self.device,
         )
+        gp = BanditGP(self.n_arm, sort=self._sort, time_varying=self.time_varying, hyperparameters=self._hp,
+                      priors=self.fit == "map", device=self.device)
         gp.set_train_data(data.X, data.y)
-        fit = fit_map(gp, maxiter=self.fit_maxiter)
+        if self.fit == "map":
+            fit = fit_map(gp, maxiter=self.fit_maxiter)
+        else:
+            fit = fit_ml(gp, n_starts=self.ml_starts, generator=self._gen, maxiter=self.fit_maxiter)
         self._hp = fit.hyperparameters
         kappa = self.current_kappa(self._round + 1, int(rewards.numel()))
         round_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=self._gen))
         start = time.perf_counter()
         devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        upper = (torch.tensor(self.upper, dtype=torch.float64) - self.lo) / (self.hi - self.lo)
         with torch.random.fork_rng(devices=devices):  # BoTorch's randomness: seeded, global RNG untouched
             torch.manual_seed(round_seed)
             x, value = maximize_ucb(
                 gp, t_norm=1.0, kappa=kappa, seed=round_seed, raw_samples=self.raw_samples,
-                num_restarts=self.num_restarts, maxiter=self.acq_maxiter,
+                num_restarts=self.num_restarts, maxiter=self.acq_maxiter, upper=upper,
             )
         acq_seconds = time.perf_counter() - start
-        self._arm = self._finalise_arm(self.lo + (self.hi - self.lo) * x.cpu()).tolist()
+        arm = self._finalise_arm(self.lo + (self.hi - self.lo) * x.cpu())
+        source = "gp"
+        if self.corner_guards and bool((arm <= self.lo + self._gap * (self.n_arm - 1) + 1e-12).all()):
+            arm, source = self._random_arm(), "corner"  # the code's guard: never the all-lower corner
+        self._arm = arm.tolist()
         hp = fit.hyperparameters
         return {
-            "source": "gp",
+            "source": source,
             "lengthscale": hp.lengthscale,
             "omega": hp.omega if self.time_varying else 0.0,
             "rho": hp.rho,
@@ -225,6 +268,7 @@ class GPBanditSchedule(BanditScheduleBase):
             "fit_ok": fit.ok,
             "fit_evals": fit.n_evals,
             "n_obs": int(rewards.numel()),
+            "n_dropped": data.n_dropped,
             "t_origin": data.t_origin,
             "t_pred": t_pred,
             "y_mean": data.y_mean,

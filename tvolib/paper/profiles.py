@@ -116,6 +116,13 @@ class Profile:
     #: of an untrained model change the evidence by hundreds of nats whatever the arm, a reward that
     #: would dominate the GP. The authors' code waits 20 epochs; the paper text does not say.
     bandit_burn_in: int
+    #: Random rounds before the GP chooses arms (GP-bandit schedules; ``None``: the authors' code's
+    #: ``3 d``, which a short run never leaves: shorter profiles scale it to their number of rounds).
+    bandit_n_init: int | None
+    #: The bandit-budget figure: epochs and window of its runs (the paper's T = 1000, w = 10);
+    #: ``None``: not run at this profile (the notebook says so).
+    budget_epochs: int | None
+    budget_window: int
     #: Fig 2: epochs at which the GP reward surface is drawn (paper: 2k, 3k, 10k of 10k).
     reward_surface_epochs: tuple[int, ...]
     #: Fig 9: values of d whose training curves are drawn (paper: 5 and 15, S = 10).
@@ -161,6 +168,12 @@ class Profile:
             raise bad("bandit_window", "None (the paper's w = 6) or a positive int")
         if not isinstance(self.bandit_burn_in, int) or self.bandit_burn_in < 0:
             raise bad("bandit_burn_in", "an int >= 0 (epochs before the bandit's first window)")
+        if self.bandit_n_init is not None and (not isinstance(self.bandit_n_init, int) or self.bandit_n_init < 1):
+            raise bad("bandit_n_init", "None (the code's 3 d random rounds) or a positive int")
+        if self.budget_epochs is not None and (not isinstance(self.budget_epochs, int) or self.budget_epochs < 1):
+            raise bad("budget_epochs", "None (the budget figure is not run) or a positive int")
+        if not isinstance(self.budget_window, int) or self.budget_window < 1:
+            raise bad("budget_window", "a positive int (epochs)")
         for f in ("S_values", "seeds", "permutation_S_values"):
             v = getattr(self, f)
             if not v or any(not isinstance(x, int) or x < (1 if f != "seeds" else 0) for x in v):
@@ -204,7 +217,9 @@ class Profile:
             f"S in {braces(self.S_values)}, d in {braces(self.d_values)}, {len(self.seeds)} seed(s), "
             f"test log p(x) by IWAE-{self.eval_S} every {self.eval_every} epochs; bandit window "
             f"{'w = 6 (+1 every 10 rounds)' if self.bandit_window is None else f'{self.bandit_window} epochs (+1 every 10 rounds)'} "
-            f"after a burn-in of {self.bandit_burn_in} epochs; wall-clock table: "
+            f"after a burn-in of {self.bandit_burn_in} epochs on the log schedule, "
+            f"{'3 d' if self.bandit_n_init is None else self.bandit_n_init} random rounds before the GP "
+            f"(the authors' code's protocol); wall-clock table: "
             f"{self.wallclock_epochs} epochs, bandit for d in {braces(self.wallclock_d_values)} vs log schedule "
             f"with {self.wallclock_grid_size} beta_1 in [{self.wallclock_beta1_range[0]:g}, "
             f"{self.wallclock_beta1_range[1]:g}] per d; permutation table budgets {self.permutation_budgets} epochs; "
@@ -231,6 +246,9 @@ _PAPER = Profile(
     eval_every=200,
     bandit_window=None,
     bandit_burn_in=20,
+    bandit_n_init=None,
+    budget_epochs=1000,
+    budget_window=10,
     reward_surface_epochs=(2000, 3000, 10_000),
     curves_d_values=(5, 15),
     wallclock_epochs=5000,
@@ -264,6 +282,9 @@ _GPU = Profile(
     eval_every=25,
     bandit_window=3,
     bandit_burn_in=10,
+    bandit_n_init=6,
+    budget_epochs=1000,
+    budget_window=10,
     reward_surface_epochs=(20, 30, 100),
     curves_d_values=(5, 15),
     wallclock_epochs=100,
@@ -281,7 +302,9 @@ _GPU = Profile(
         "tvolib.runs.cost, estimates 2.3 h on one H200-class GPU with runs stacked; not yet timed end to end): "
         "the full datasets, batch 1000, S in {10, 50}, d in {2, 5, 10, 15}, 5 seeds as in the paper, but 100 "
         "epochs instead of 10,000; IWAE-1000 test evaluation every 25 epochs (paper: 5000 every 200); bandit "
-        "window 3 epochs (+1 every 10 rounds) after a 10-epoch burn-in, so that the GP sees ~25 rounds; Fig 2's "
+        "window 3 epochs (+1 every 10 rounds) after a 10-epoch burn-in on the log schedule, so that the bandit "
+        "sees ~24 rounds, of which the first 6 are random (the code: 3 d, i.e. 15 at d = 5, of ~390 rounds); the "
+        "bandit-budget figure trains 1000 epochs with w = 10 as in the paper; Fig 2's "
         "stages at epochs 20/30/100 mirror the paper's 2k/3k/10k of 10k; wall-clock table: 100 epochs, d = 2..6, "
         "a 10-point beta_1 grid (paper: 5000 epochs, 20 points); permutation table at budgets 25/50/100 epochs "
         "(paper: 1k/2k/5k/10k); PCFG: the quick scale (200 sentences of <= 25 words, batch 25, a 32-unit network, "
@@ -304,6 +327,9 @@ _QUICK = Profile(
     eval_every=20,
     bandit_window=3,
     bandit_burn_in=6,
+    bandit_n_init=4,
+    budget_epochs=None,
+    budget_window=10,
     reward_surface_epochs=(12, 18, 60),
     curves_d_values=(5, 10),
     wallclock_epochs=60,
@@ -325,8 +351,9 @@ _QUICK = Profile(
         "seeded subsets of 1000 train / 300 test examples instead of the full datasets; 60 epochs of batch 50 "
         "(1200 Adam steps) instead of 10,000 epochs of batch 1000; S = 10 only (paper: 10 and 50); d in "
         "{2, 5, 10} (paper adds 15); 3 seeds (paper: 5); IWAE-300 test evaluation (paper: 5000); bandit "
-        "window 3 epochs instead of 6 (so that the GP sees ~20 rounds), after a 6-epoch burn-in (the authors' "
-        "code: 20 of 10,000); Fig 2's stages at epochs 12/18/60 "
+        "window 3 epochs instead of 6 (so that the bandit sees ~16 rounds), after a 6-epoch burn-in on the log "
+        "schedule (the authors' code: 20 of 10,000), with 4 random rounds before the GP instead of the code's 3 d "
+        "(15 at d = 5, of ~390 rounds in a paper run); the bandit-budget figure (T = 1000 epochs) is not run; Fig 2's stages at epochs 12/18/60 "
         "mirror the paper's 2k/3k/10k of 10k; Fig 9 uses d in {5, 10} (paper: 5, 15); wall-clock table "
         "scaled down to d in {2, 3, 4} with a 3-point beta_1 grid (paper: d = 2..6, 20 points, 100 runs, "
         "5000 epochs); permutation table at budgets 20/40/60 epochs, d in {5, 10}, S = 10 (paper: "
@@ -352,6 +379,9 @@ _SMOKE = Profile(
     eval_every=3,
     bandit_window=1,
     bandit_burn_in=0,
+    bandit_n_init=3,
+    budget_epochs=6,
+    budget_window=1,
     reward_surface_epochs=(3, 6),
     curves_d_values=(5,),
     wallclock_epochs=6,

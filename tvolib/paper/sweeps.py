@@ -42,6 +42,10 @@ __all__ = [
     "fig9_training_curves",
     "table_wallclock",
     "table_permutation",
+    "fig10_bandit_protocol",
+    "fig11_bandit_budget",
+    "PROTOCOL_VARIANTS",
+    "BUDGET_SCHEDULES",
     "pcfg_sweep",
     "tail_fraction",
     "resolve_figure",
@@ -53,6 +57,8 @@ __all__ = [
 COMPARED_SCHEDULES: tuple[str, ...] = ("linear", "log", "moments", "gp_bandit")
 #: Schedules that take the profile's bandit window and burn-in (``schedule_options``).
 WINDOWED_SCHEDULES: tuple[str, ...] = ("gp_bandit", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random")
+#: Of those, the ones with a GP (they also take the profile's number of random rounds).
+GP_SCHEDULES: tuple[str, ...] = WINDOWED_SCHEDULES[:3]
 #: Continuous VAE datasets (Fig 4, 8) and Sigmoid Belief Network datasets (Fig 5, 7).
 VAE_DATASETS: tuple[str, ...] = ("mnist", "fashion_mnist")
 SBN_DATASETS: tuple[str, ...] = ("binarized_mnist", "omniglot")
@@ -73,6 +79,8 @@ def tvo_config(
     seed: int,
     epochs: int | None = None,
     log_beta1: float = LOG_BETA1,
+    eval_every: int | None = None,
+    bandit_options: dict[str, Any] | None = None,
 ) -> RunConfig:
     """The :class:`tvolib.train.RunConfig` of one TVO run at ``profile``'s scale (validated).
 
@@ -80,8 +88,11 @@ def tvo_config(
         profile: a profile or its name; sets subset sizes, epochs, batch, lr, evaluation and the
             bandit's window and burn-in (for the windowed schedules).
         model, dataset, schedule, d, S, seed: the run's own fields.
-        epochs: overrides the profile's epochs (the wall-clock table).
+        epochs: overrides the profile's epochs (the wall-clock table, the budget figure).
         log_beta1: beta_1 of the log schedule (the paper's 0.025 unless grid-searched).
+        eval_every: overrides the profile's evaluation cadence.
+        bandit_options: schedule options of a windowed schedule, over the profile's (window,
+            burn-in, random rounds): a protocol variant, another window.
 
     Returns:
         The validated config.
@@ -91,12 +102,17 @@ def tvo_config(
         6
     """
     p = get_profile(profile)
-    options: dict[str, int] = {}
+    options: dict[str, Any] = {}
     if schedule in WINDOWED_SCHEDULES:
         if p.bandit_window is not None:
             options["window"] = p.bandit_window
         if p.bandit_burn_in:
             options["burn_in"] = p.bandit_burn_in
+        if p.bandit_n_init is not None and schedule in GP_SCHEDULES:
+            options["n_init"] = p.bandit_n_init
+        options.update(bandit_options or {})
+    elif bandit_options:
+        raise ValueError(f"bandit_options apply to the schedules {WINDOWED_SCHEDULES}; got schedule {schedule!r}")
     return RunConfig(
         model=model,
         dataset=dataset,
@@ -112,7 +128,7 @@ def tvo_config(
         lr=p.lr,
         seed=seed,
         log_beta1=log_beta1,
-        eval_every=p.eval_every,
+        eval_every=p.eval_every if eval_every is None else eval_every,
         eval_S=p.eval_S,
         schedule_options=options,
     ).validate()
@@ -252,6 +268,68 @@ def fig9_training_curves(profile: Profile | str) -> list[Any]:
                  d_values=p.curves_d_values)
 
 
+#: The bandit-protocol ablation's variants: label -> GP-bandit options over the profile's. "code"
+#: is the default protocol (Fig 4's runs); "paper-text" the preset of the text alone (with its own
+#: number of random rounds, max(3, d)); the others change one item of the code's protocol.
+PROTOCOL_VARIANTS: dict[str, dict[str, Any]] = {
+    "code": {},
+    "paper-text": {"protocol": "paper-text", "n_init": None},
+    "kappa: Theorem 1": {"kappa": "theorem1"},
+    "domain: box": {"arm_domain": "box"},
+    "no corner guards": {"corner_guards": False},
+    "standardise: global": {"standardize": "global"},
+    "burn-in: random arm": {"burn_in_schedule": "arm"},
+}
+
+
+def fig10_bandit_protocol(profile: Profile | str) -> list[Any]:
+    """The bandit-protocol ablation: every :data:`PROTOCOL_VARIANTS` on MNIST at the profile's
+    showcase d (5) and first S, every seed, beside Fig 4's log, linear, moments and Fig 8's random
+    runs (shared configs)."""
+    p = get_profile(profile)
+    d, S = _showcase_d(p, 5), p.S_values[0]
+    fixed = [tvo_config(p, model="vae", dataset="mnist", schedule=sch, d=d, S=S, seed=seed)
+             for sch in ("linear", "log", "moments", "random") for seed in p.seeds]
+    bandits = []
+    for options in PROTOCOL_VARIANTS.values():
+        chosen = {k: v for k, v in options.items() if v is not None}
+        for seed in p.seeds:
+            config = tvo_config(p, model="vae", dataset="mnist", schedule="gp_bandit", d=d, S=S, seed=seed,
+                                bandit_options=chosen)
+            if options.get("n_init", 0) is None:  # the preset's own number of random rounds
+                config = config.replace(schedule_options={k: v for k, v in config.schedule_options if k != "n_init"})
+            bandits.append(config)
+    return fixed + bandits
+
+
+#: Schedules of the bandit-budget figure (the paper's T = 1000 epochs, w = 10).
+BUDGET_SCHEDULES: tuple[str, ...] = ("log", "linear", "moments", "random", "gp_bandit")
+
+
+def fig11_bandit_budget(profile: Profile | str) -> list[Any]:
+    """A budget long enough for the bandit to matter: the paper's T = ``profile.budget_epochs``
+    epochs with window ``profile.budget_window`` (paper: 1000 and 10), MNIST at the profile's data
+    size, d = 5, S = 10 (the first S), three seeds, the code's protocol with its own burn-in
+    (20 epochs) and random rounds (3 d); none when the profile does not run it."""
+    p = get_profile(profile)
+    if p.budget_epochs is None:
+        return []
+    d, S, T = _showcase_d(p, 5), p.S_values[0], p.budget_epochs
+    burn_in = min(20, max(0, T // 10))  # the code's 20 epochs; a tenth of a shorter (smoke) budget
+    n_init = None if p.name in ("gpu", "paper") else p.bandit_n_init
+    options = {"window": p.budget_window, "burn_in": burn_in, "n_init": n_init}
+    configs = []
+    for sch in BUDGET_SCHEDULES:
+        for seed in p.seeds[:3]:
+            config = tvo_config(p, model="vae", dataset="mnist", schedule=sch, d=d, S=S, seed=seed, epochs=T,
+                                eval_every=max(1, T // 20))
+            if sch in WINDOWED_SCHEDULES:
+                chosen = {k: v for k, v in options.items() if v is not None and (k != "n_init" or sch in GP_SCHEDULES)}
+                config = config.replace(schedule_options=chosen)
+            configs.append(config)
+    return configs
+
+
 #: Every figure/table in notebook order, by stem.
 FIGURES: dict[str, Callable[[Profile | str], list[Any]]] = {
     "fig1_tvo_integrand": fig1_tvo_integrand,
@@ -265,6 +343,8 @@ FIGURES: dict[str, Callable[[Profile | str], list[Any]]] = {
     "fig9_training_curves": fig9_training_curves,
     "table_wallclock": table_wallclock,
     "table_permutation": table_permutation,
+    "fig10_bandit_protocol": fig10_bandit_protocol,
+    "fig11_bandit_budget": fig11_bandit_budget,
 }
 
 #: Former names still accepted by :func:`resolve_figure` (and so by ``python -m tvolib run``).
