@@ -20,6 +20,7 @@ difference of two log-likelihoods) the caller passes the magnitude of what was s
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable
 
 import torch
@@ -117,3 +118,42 @@ def assert_tree_close(actual: Any, expected: Any, *, terms: int,
 
 def _is_float(value: Any) -> bool:
     return isinstance(value, float) or (torch.is_tensor(value) and value.is_floating_point())
+
+
+def log_w_terms(model) -> int:
+    """The length of the float32 reduction chain behind one log weight of a single image ``model``
+    (VAE or SBN): each linear layer's inputs (its matmul) and outputs (the log-densities sum over the
+    pixels and latent units), encoder and decoder."""
+    return sum(p.shape[0] + p.shape[1] for p in model.parameters() if p.ndim == 2)
+
+
+# ----- runs of the image trainers, compared across code paths ----------------------------------------
+
+#: Their log-likelihoods are about -550 (VAE) to -800 (SBN) nats: the scale of every number computed
+#: from them (losses, evidences, rewards, KLs, the GP fitted to the rewards).
+RUN_NATS = 1000.0
+#: Schedule points are rounded (bandit arms to 1e-4, moments betas to 2**-12): a change at rounding
+#: level in the rewards or log weights they come from may move one by a step.
+RUN_GRID = 2.5e-4
+#: Trained tensors: the fraction of elements allowed beyond rounding. A gradient at rounding level (a
+#: sum that cancels) gives an Adam step ``lr * m / sqrt(v)`` of either sign (measured: under 0.02%).
+RUN_OUTLIERS = 0.01
+
+
+def run_terms(config) -> int:
+    """``terms`` for the numbers of a run of ``config`` (a ``RunConfig``): a log weight's chain, then the
+    sums over the S samples and the minibatch of its losses and gradients."""
+    from tvolib.models import build_model
+
+    return log_w_terms(build_model(config.model, **dict(config.model_options))) + config.S * config.batch_size
+
+
+def assert_runs_close(actual: Any, expected: Any, *, terms: int, path: str = "") -> None:
+    """:func:`assert_tree_close` for what two code paths wrote for one run (history, schedule records,
+    final metrics, ``model.pt``, checkpoint): numbers at the scale :data:`RUN_NATS`, tensors at their
+    own, schedule points within :data:`RUN_GRID`, trained tensors with :data:`RUN_OUTLIERS`."""
+    def grid(leaf: str) -> float | None:
+        return RUN_GRID if re.search(r"/(betas|arm|next_arm|upper)(\[|$)", leaf) else None
+
+    assert_tree_close(actual, expected, terms=terms, scale=lambda leaf, e: None if torch.is_tensor(e) else RUN_NATS,
+                      outliers=RUN_OUTLIERS, atol=grid, path=path)

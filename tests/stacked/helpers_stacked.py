@@ -25,13 +25,6 @@ def stack_of(name: str, seeds=SEEDS) -> tuple[StackedModel, list]:
     return StackedModel(models), models
 
 
-def log_w_terms(model) -> int:
-    """The length of the float32 reduction chain behind one log weight of the single ``model``, for
-    :func:`numerics.assert_close_fp32`: each linear layer's inputs (its matmul) and outputs (the
-    log-densities sum over the pixels and latent units), encoder and decoder."""
-    return sum(p.shape[0] + p.shape[1] for p in model.parameters() if p.ndim == 2)
-
-
 def batches(K: int, batch: int = B, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.rand(K, batch, 784, generator=g).round()

@@ -13,8 +13,8 @@ from tvolib.stacked.evaluate import evaluate_stack
 from tvolib.stacked.objectives import left_points, stacked_loss
 from tvolib.stacked.optim import StackedAdam
 
-from helpers_stacked import B, S, batches, log_w_terms, stack_of
-from numerics import ADAM_TERMS, assert_close_fp32, fp32_tolerance
+from helpers_stacked import B, S, batches, stack_of
+from numerics import ADAM_TERMS, assert_close_fp32, fp32_tolerance, log_w_terms
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -9,8 +9,8 @@ import tvolib.training.evaluate as single_evaluation
 from tvolib.training.evaluate import evaluate
 from tvolib.stacked.evaluate import _AUTO_ELEMENTS, evaluate_stack, sample_chunks
 
-from helpers_stacked import SEEDS, log_w_terms, stack_of
-from numerics import assert_close_fp32
+from helpers_stacked import SEEDS, stack_of
+from numerics import assert_close_fp32, log_w_terms
 
 EVAL_SEEDS = [1_000_003 * s + 7 for s in SEEDS]  # the trainer's seed * 1_000_003 + epoch
 

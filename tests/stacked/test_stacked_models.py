@@ -7,8 +7,8 @@ import torch
 
 from tvolib.stacked import StackedModel
 
-from helpers_stacked import B, S, SEEDS, batches, generators, log_w_terms, stack_of
-from numerics import assert_close_fp32
+from helpers_stacked import B, S, SEEDS, batches, generators, stack_of
+from numerics import assert_close_fp32, log_w_terms
 
 CASES = [("vae", True), ("vae", False), ("sbn", False)]
 

@@ -14,8 +14,8 @@ from tvolib.stacked.objectives import (
 )
 from tvolib.tvo import iwae_bound, linear, log_uniform
 
-from helpers_stacked import B, S, SEEDS, batches, generators, log_w_terms, stack_of
-from numerics import assert_close_fp32
+from helpers_stacked import B, S, SEEDS, batches, generators, stack_of
+from numerics import assert_close_fp32, log_w_terms
 
 SCHEDULES = [log_uniform(4), linear(4), torch.tensor([0.0, 0.05, 0.5, 0.9], dtype=torch.float64)]
 CASES = [("vae", "tvo"), ("vae", "tvo_reparam"), ("vae", "elbo"), ("vae", "iwae"), ("sbn", "tvo"), ("sbn", "elbo")]

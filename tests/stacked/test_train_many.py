@@ -15,13 +15,11 @@ import pytest
 import torch
 
 from tvolib.checkpoint import atomic_save, load
-from tvolib.models import build_model
 from tvolib.training.images import RunConfig, train
 from tvolib.training.loop import TrainingDivergedError
 from tvolib.training.many import TrainManyError, stack_key, train_many
 
-from helpers_stacked import log_w_terms
-from numerics import assert_tree_close
+from numerics import assert_runs_close, run_terms
 
 BASE = RunConfig(n_train=128, n_test=32, batch_size=64, S=8, eval_S=16, epochs=4, d=3, eval_every=2)
 WINDOWS = {"window": 1, "window_growth": 0}  # a bandit round every epoch: GP rounds within 4 epochs
@@ -33,20 +31,6 @@ CONFIGS = [
     BASE.replace(seed=5, model="sbn"),  # a second stack
     BASE.replace(seed=6, objective="iwae"),  # a third
 ]
-
-#: Rounding of the two trainers' numbers (numerics.assert_close_fp32): a log weight's chain of
-#: reductions, then the sums over the S samples and the batch of a minibatch's loss and gradients.
-TERMS = max(log_w_terms(build_model(name)) for name in ("vae", "sbn")) + BASE.S * BASE.batch_size
-#: The runs' log-likelihoods are about -550 (VAE) to -800 (SBN) nats: the scale of every number
-#: computed from them (losses, evidences, rewards, KLs, the GP fitted to the rewards).
-NATS = 1000.0
-#: Schedule points are rounded (bandit arms to 1e-4, moments betas to 2**-12): a change at rounding
-#: level in the rewards or log weights they come from may move one by a step.
-GRID = 2.5e-4
-#: Trained tensors: the fraction of elements allowed beyond rounding. A gradient at rounding level (a
-#: sum that cancels) gives an Adam step ``lr * m / sqrt(v)`` of either sign (measured: under 0.02%).
-OUTLIERS = 0.01
-
 
 def _train_many(configs, dirs, **kwargs):
     return train_many(configs, dirs, device="cpu", progress=False, **kwargs)
@@ -80,22 +64,15 @@ def _same_run(result, folder, ref_result, ref_folder) -> None:
           "checkpoint")
 
 
-def _grid_point(path: str) -> float | None:
-    return GRID if any(key in path for key in ("/betas", "/arm", "/next_arm", "/upper")) else None
-
-
 def _close_run(result, folder, ref_result, ref_folder) -> None:
     """To float32 rounding: for a run computed by other kernels (the other trainer, another stack size)."""
-    nats = dict(terms=TERMS, scale=NATS, atol=_grid_point)
+    terms = run_terms(result.config)
     for name in ("history", "schedule_history", "final"):
-        assert_tree_close(getattr(result, name), getattr(ref_result, name), path=name, **nats)
-    if folder is None:
-        return
-    assert_tree_close(load(folder / "model.pt"), load(ref_folder / "model.pt"), terms=TERMS, outliers=OUTLIERS,
-                      path="model.pt")
-    mine, ref = ({k: v for k, v in load(f / "checkpoint.pt").items() if k != "timers"} for f in (folder, ref_folder))
-    assert_tree_close(mine, ref, terms=TERMS, scale=lambda path, e: None if torch.is_tensor(e) else NATS,
-                      outliers=OUTLIERS, atol=_grid_point, path="checkpoint")
+        assert_runs_close(getattr(result, name), getattr(ref_result, name), terms=terms, path=name)
+    if folder is not None:
+        assert_runs_close(load(folder / "model.pt"), load(ref_folder / "model.pt"), terms=terms, path="model.pt")
+        mine, ref = ({k: v for k, v in load(f / "checkpoint.pt").items() if k != "timers"} for f in (folder, ref_folder))
+        assert_runs_close(mine, ref, terms=terms, path="checkpoint")
 
 
 @pytest.fixture(scope="module")
