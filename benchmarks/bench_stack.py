@@ -140,8 +140,8 @@ def bench_evaluation(Ks: list[int], model: str, eval_S: int, n_points: int, imag
             evaluate_stack(stack, x, **kwargs)
         seconds = time.perf_counter() - t0
         pairs = K * n_points * eval_S / seconds
-        print(f"{K:>5} {seconds:8.2f} {pairs:10.3g} {seconds / K:10.3f} {GPU_COST_CONSTANTS['eval_pairs_per_s'][model]:14.3g}",
-              flush=True)
+        model_pairs = GPU_COST_CONSTANTS["eval_pairs_per_s"][model]
+        print(f"{K:>5} {seconds:8.2f} {pairs:10.3g} {seconds / K:10.3f} {model_pairs:14.3g}", flush=True)
 
 
 # ----- hour estimates ---------------------------------------------------------------------------
@@ -318,7 +318,8 @@ def main() -> None:
             base = rate if K == 1 else base
             best[S] = max(best.get(S, 0.0), rate)
             ratio = f"{rate / base:7.2f}" if base else "      -"
-            print(f"{S:>4} {K:>5} {rate:12.1f} {ratio} {model_rate(K, S, args.batch, args.model, args.precision):11.1f}", flush=True)
+            predicted = model_rate(K, S, args.batch, args.model, args.precision)
+            print(f"{S:>4} {K:>5} {rate:12.1f} {ratio} {predicted:11.1f}", flush=True)
     eval_seconds = args.eval_seconds or 10_000 * 5000 / GPU_COST_CONSTANTS["eval_pairs_per_s"][args.model]
     print_hours(best, args.steps_per_epoch, eval_seconds)
     if args.eval_K:

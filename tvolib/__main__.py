@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-stack", type=int, default=None,
                      help=f"most runs per stack (default: what fits in free device memory, at most {MAX_STACK})")
     run.add_argument("--compile", action="store_true",
-                     help="torch.compile the training minibatches (off by default; equal to eager runs only to float32 rounding)")
+                     help="torch.compile the training minibatches (default off; equals eager runs to float32 rounding)")
     running(run)
     _add_slurm_flags(run)
 

@@ -193,7 +193,8 @@ def estimate_stack_seconds(configs: Sequence[Any], constants: dict[str, Any] | N
     n_train, n_test = _sizes(first)
     B, S, epochs = int(first.batch_size), int(first.S), int(first.epochs)
     steps = epochs * -(-n_train // B)
-    rate = c["train_pairs_per_s"].get(model, 2.1e7) * c["precision_speedup"].get(getattr(first, "precision", "fp32"), 1.0)
+    precision = getattr(first, "precision", "fp32")
+    rate = c["train_pairs_per_s"].get(model, 2.1e7) * c["precision_speedup"].get(precision, 1.0)
     train = steps * (c["step_overhead_s"] + K * B * S / rate)
     evaluate = evaluation_count(first) * K * n_test * int(first.eval_S) / c["eval_pairs_per_s"].get(model, 2.8e7)
     bandits = [cfg for cfg in configs if cfg.schedule in BANDIT_SCHEDULES]

@@ -123,7 +123,8 @@ def _sbn_forward(model: SigmoidBeliefNetwork, params: Params, buffers: Params, x
     zs = [(noise[0] < q.probs).to(x.dtype)]  # (K, S, B, d_1)
     log_q = q.log_prob(zs[0]).sum(-1)
     for i in range(1, n):
-        q = _bernoulli(batched_linear(2 * zs[-1] - 1, params[f"encoder.{i}.weight"], params[f"encoder.{i}.bias"]).float())
+        logits = batched_linear(2 * zs[-1] - 1, params[f"encoder.{i}.weight"], params[f"encoder.{i}.bias"])
+        q = _bernoulli(logits.float())
         zs.append((noise[i] < q.probs).to(x.dtype))
         log_q = log_q + q.log_prob(zs[-1]).sum(-1)
     log_p = _bernoulli(params["prior_logits"][:, None, None, :]).log_prob(zs[-1]).sum(-1)
