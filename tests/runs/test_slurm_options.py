@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import shutil
 import stat
 import time
 import traceback
@@ -73,6 +74,16 @@ def _fake_command(folder: Path, name: str, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
+#: submitit's Slurm executor refuses to start without ``srun`` on the PATH; like the real-cluster tests
+#: (test_slurm.py), the test that goes through it skips, with the reason, where Slurm is not installed.
+needs_srun = pytest.mark.skipif(
+    shutil.which("srun") is None,
+    reason="Slurm is not installed (no srun, which submitit's Slurm executor requires); .ci/run installs it, "
+           "or install slurm-wlm and start a one-node cluster with `eval \"$(scripts/slurm-local.sh start)\"`",
+)
+
+
+@needs_srun
 def test_one_array_per_sweep_with_the_options(root, clean_env, tmp_path):
     """A fake ``sbatch`` records the job script; a fake ``squeue`` says every task failed."""
     bin_dir = tmp_path / "bin"
