@@ -132,8 +132,9 @@ def log_w_terms(model) -> int:
 #: Their log-likelihoods are about -550 (VAE) to -800 (SBN) nats: the scale of every number computed
 #: from them (losses, evidences, rewards, KLs, the GP fitted to the rewards).
 RUN_NATS = 1000.0
-#: Schedule points are rounded (bandit arms to 1e-4, moments betas to 2**-12): a change at rounding
-#: level in the rewards or log weights they come from may move one by a step.
+#: Schedule points are rounded (bandit arms to 1e-4) or found by bisection (moments betas, here to
+#: about 2**-12): a change at rounding level in the rewards or log weights they come from may move one
+#: by a step.
 RUN_GRID = 2.5e-4
 #: Trained tensors: the fraction of elements allowed beyond rounding. A gradient at rounding level (a
 #: sum that cancels) gives an Adam step ``lr * m / sqrt(v)`` of either sign (measured: under 0.02%).

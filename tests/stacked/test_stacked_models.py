@@ -65,6 +65,7 @@ def test_changing_run_j_leaves_the_other_runs_bit_identical(name, reparam, j):
         if k == j:
             assert not torch.equal(base[0][k], changed[0][k])
             continue
+        # exact: the same kernels (K = 3, the same shapes) on run k's unchanged inputs
         assert torch.equal(base[0][k], changed[0][k]) and torch.equal(base[1][k], changed[1][k])
         assert all(torch.equal(base[2][n][k], changed[2][n][k]) for n in base[2])
 
@@ -76,7 +77,7 @@ def test_runs_go_out_and_in_in_the_single_model_format(name):
     for k, model in enumerate(models):
         out = stack.state_dict(k)
         assert list(out) == list(model.state_dict())
-        assert all(torch.equal(out[n], v) for n, v in model.state_dict().items())
+        assert all(torch.equal(out[n], v) for n, v in model.state_dict().items())  # exact: copies
         assert all(torch.equal(a, b) for a, b in zip(stack.unstack(k).state_dict().values(), out.values()))
     stack.load_state_dict(0, models[2].state_dict())
     assert all(torch.equal(a, b) for a, b in zip(stack.state_dict(0).values(), stack.state_dict(2).values()))
