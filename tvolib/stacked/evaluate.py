@@ -9,8 +9,9 @@ Per run ``k`` and test point ``x`` with ``S`` samples ``z_s ~ q_k(z | x)`` and
 
 Run ``k`` draws its samples from its own generator seeded with ``seeds[k]``, chunk by chunk in the
 order :func:`tvolib.evaluate.evaluate` draws them from the global RNG after
-``torch.manual_seed(seed)``, so (on the CPU) its numbers equal, bit for bit, those of the single
-model evaluated with ``evaluate(model_k, x, S=S, batch_size=..., sample_chunk=..., seed=seeds[k])``.
+``torch.manual_seed(seed)``: the same samples, so its numbers equal, to float32 rounding (batched
+kernels), those of the single model evaluated with
+``evaluate(model_k, x, S=S, batch_size=..., sample_chunk=..., seed=seeds[k])``.
 Memory is bounded by chunking over test points (``batch_size``), samples (``sample_chunk``) and,
 since those two must stay the single evaluation's to draw the same samples, over runs.
 

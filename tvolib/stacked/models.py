@@ -9,8 +9,8 @@ The layers are hand-batched (``torch.baddbmm`` on ``(K, out, in)`` weights) rath
 ``torch.func.vmap`` over the single modules: measured on one GPU (fp32, batch 1000, S = 10,
 K = 32-128), the batched matmuls ran about twice as fast. The Monte-Carlo noise is drawn outside the model, per run, from each
 run's own ``torch.Generator`` (:meth:`StackedModel.draw_noise`), with the same generator calls
-the single model makes on the global RNG; on the CPU a run in a stack therefore gives bit for bit
-the numbers of the single model (tests/stacked).
+the single model makes on the global RNG; a run in a stack therefore gives the numbers of the single
+model to float32 rounding (the same noise; batched matmuls may reduce in another order; tests/stacked).
 
 Example:
     >>> from tvolib.models import build_model

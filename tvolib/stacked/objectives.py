@@ -1,11 +1,11 @@
 """Training losses of :mod:`tvolib.objectives`, batched over a stack of K runs.
 
 Notation as in :mod:`tvolib.tvo`, with a leading run dimension: ``log w`` is ``(K, S, B)``.
-Every function here computes, for each run ``k``, exactly the operations of its single-run
-counterpart on ``log_w[k]`` (the tests compare them bit for bit on the CPU), so a stack is K
-independent runs: run ``k``'s loss depends only on run ``k``'s inputs. The per-run losses are
-returned as a ``(K,)`` tensor; since the runs share no parameters, ``loss.sum().backward()``
-gives every run its own gradient.
+Every function here computes, for each run ``k``, the operations of its single-run counterpart
+on ``log_w[k]`` (batched kernels, whose reduction order may differ: the tests compare them to
+float32 rounding), so a stack is K independent runs: run ``k``'s loss depends only on run ``k``'s
+inputs. The per-run losses are returned as a ``(K,)`` tensor; since the runs share no parameters,
+``loss.sum().backward()`` gives every run its own gradient.
 
 Schedules may differ between the runs of a stack: the TVO's left points are a ``(K, d)`` tensor
 (:func:`left_points`), built once per epoch from the runs' schedules.

@@ -8,10 +8,11 @@ a resume) and applies ``torch.optim.Adam``'s update with per-run corrections:
     m <- beta1 m + (1 - beta1) g,   v <- beta2 v + (1 - beta2) g^2,
     theta <- theta - (lr / (1 - beta1^t)) m / (sqrt(v) / sqrt(1 - beta2^t) + eps),
 
-with the same operations in the same order as ``torch.optim.Adam``'s single-tensor path, so on
-the CPU run ``k`` is bit for bit a ``torch.optim.Adam`` over run ``k``'s parameters
-(tests/stacked). Run ``k``'s state converts to and from the state dicts of the single-run
-trainer's two Adam optimisers (theta, phi) with :meth:`StackedAdam.run_state_dicts` and
+with the same operations in the same order as ``torch.optim.Adam``'s single-tensor path, so given
+the same gradients run ``k`` follows a ``torch.optim.Adam`` over run ``k``'s parameters to float32
+rounding, bitwise where the elementwise kernels coincide (as on the CPUs tested; tests/stacked).
+Run ``k``'s state converts to and from the state dicts of the single-run trainer's two Adam
+optimisers (theta, phi) with :meth:`StackedAdam.run_state_dicts` and
 :meth:`StackedAdam.load_run_state_dicts`.
 
 Example:

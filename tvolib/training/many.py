@@ -7,8 +7,9 @@ Each run of a stack is a :class:`~tvolib.training.stack_runs.StackRun` (a
 :class:`~tvolib.training.stack_runs.Stack`, which does the batched work. The shared loop's pieces (``begin``,
 ``check_losses``, ``end_epoch``, ``finish``) run per run, so its folder, checkpoint (the
 single-run format: either trainer resumes the other's), history and divergence are the single
-run's. On the CPU a stacked run equals ``train(config)`` bit for bit when every per-run tensor
-size is a multiple of the CPU vector width (see :mod:`tvolib.stacked.models`).
+run's. A stacked run equals ``train(config)`` to float32 rounding: the batched kernels may reduce
+in another order than the single run's (CPU instruction set, BLAS, threads), so the two agree bit
+for bit only where the kernels coincide (docs/stacking.md).
 """
 from __future__ import annotations
 
