@@ -9,7 +9,7 @@ IWAE-5000 on the 1,000 test points (the trainers always evaluate in fp32).
 For each precision it prints the seeds' test log p(x), their mean and standard deviation, the gap to
 the fp32 mean, and the two criteria: the gap allowed by the seed noise (four standard errors of a
 difference of means, from the pooled standard deviation of fp32 and that precision, as the CPU test
-derives it) and the issue's target of 1 nat. ``within`` says whether the gap meets both.
+derives it) and the project's target of 1 nat. ``within`` says whether the gap meets both.
 
 Run: ``python benchmarks/bench_precision.py --device cuda`` (about 1-2 minutes on one H100/H200);
 on a CPU only at toy sizes, e.g. ``--device cpu --epochs 3 --n-train 1000 --n-test 200 --eval-S 100``.
@@ -32,7 +32,7 @@ from tvolib.precision import PRECISIONS  # noqa: E402
 from tvolib.training.images import RunConfig  # noqa: E402
 from tvolib.training.many import train_many  # noqa: E402
 
-#: The issue's numerics target: every precision the ``gpu`` profile uses within 1 nat of fp32.
+#: The numerics target: every precision the ``gpu`` profile uses within 1 nat of fp32.
 TARGET_NATS = 1.0
 
 
