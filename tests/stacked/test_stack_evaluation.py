@@ -43,7 +43,7 @@ def test_stack_evaluation_retries_in_smaller_groups_when_out_of_memory(monkeypat
     monkeypatch.setattr(stack_runs, "max_elements_for", lambda device: 64 * DEFAULT_MAX_ELEMENTS)
     monkeypatch.setattr(stack_runs, "evaluate_stack", short_of_memory)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
-    assert _evaluated(stack) == expected  # the grouping does not change the numbers
+    assert _evaluated(stack) == expected  # started again from the seeds: the same numbers
     assert tried == [64 * DEFAULT_MAX_ELEMENTS, 16 * DEFAULT_MAX_ELEMENTS, 4 * DEFAULT_MAX_ELEMENTS]
     monkeypatch.setattr(stack_runs, "max_elements_for", lambda device: DEFAULT_MAX_ELEMENTS)
     monkeypatch.setattr(stack_runs, "evaluate_stack", lambda *a, **k: (_ for _ in ()).throw(torch.OutOfMemoryError()))
