@@ -137,9 +137,9 @@ def test_bf16_trains_single_and_stacked_with_fp32_evaluation():
         for key in ("loss", "train_elbo", "test_log_px"):
             assert result.history[1][key] == pytest.approx(fp32.history[1][key], rel=1e-2), key
     assert single.history[1]["train_elbo"] != fp32.history[1]["train_elbo"]
-    # the stacked and the single bf16 paths agree to bf16 rounding (different kernels: baddbmm, addmm)
+    # the stacked and the single bf16 paths agree to bf16 rounding, 2**-8 (other kernels: baddbmm vs addmm)
     for key in ("loss", "train_elbo", "train_iwae", "train_evidence", "test_log_px"):
-        assert stacked.history[1][key] == pytest.approx(single.history[1][key], rel=1e-3), key
+        assert stacked.history[1][key] == pytest.approx(single.history[1][key], rel=2**-8), key
 
 
 @pytest.mark.slow
