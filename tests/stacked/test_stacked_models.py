@@ -78,10 +78,11 @@ def test_runs_go_out_and_in_in_the_single_model_format(name):
         out = stack.state_dict(k)
         assert list(out) == list(model.state_dict())
         assert all(torch.equal(out[n], v) for n, v in model.state_dict().items())  # exact: copies
-        assert all(torch.equal(a, b) for a, b in zip(stack.unstack(k).state_dict().values(), out.values()))
+        assert all(torch.equal(a, b) for a, b in zip(stack.unstack(k).state_dict().values(), out.values()))  # copies
     stack.load_state_dict(0, models[2].state_dict())
-    assert all(torch.equal(a, b) for a, b in zip(stack.state_dict(0).values(), stack.state_dict(2).values()))
+    assert all(torch.equal(a, b) for a, b in zip(stack.state_dict(0).values(), stack.state_dict(2).values()))  # copies
     picked = stack.select([2, 1])
+    # exact: select copies the chosen runs' tensors
     assert picked.K == 2 and torch.equal(picked.params["decoder.0.weight"][1], stack.params["decoder.0.weight"][1])
     assert picked.params["decoder.0.weight"].is_leaf and picked.params["decoder.0.weight"].requires_grad
 

@@ -71,7 +71,8 @@ def _close_run(result, folder, ref_result, ref_folder) -> None:
         assert_runs_close(getattr(result, name), getattr(ref_result, name), terms=terms, path=name)
     if folder is not None:
         assert_runs_close(load(folder / "model.pt"), load(ref_folder / "model.pt"), terms=terms, path="model.pt")
-        mine, ref = ({k: v for k, v in load(f / "checkpoint.pt").items() if k != "timers"} for f in (folder, ref_folder))
+        mine, ref = ({k: v for k, v in load(f / "checkpoint.pt").items() if k != "timers"}
+                     for f in (folder, ref_folder))
         assert_runs_close(mine, ref, terms=terms, path="checkpoint")
 
 

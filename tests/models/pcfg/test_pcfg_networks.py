@@ -69,7 +69,7 @@ def test_model_initialisations_and_prior(grammar):
     torch.testing.assert_close(uniform, expected)
     a = PCFGModel(grammar, generator=torch.Generator().manual_seed(5)).logits
     b = PCFGModel(grammar, generator=torch.Generator().manual_seed(5)).logits
-    assert torch.equal(a, b)
+    assert torch.equal(a, b)  # exact: the same seed draws the same initial logits
     table = true.log_prob_table().detach()
     assert torch.isinf(table[~grammar.rule_mask]).all()
     torch.testing.assert_close(table.exp().sum(1), torch.ones(grammar.n_nonterminals))
