@@ -18,8 +18,6 @@ import zipfile
 from pathlib import Path
 from typing import IO, Any, Callable
 
-import torch
-
 __all__ = ["TMP_SUFFIX", "CorruptFileError", "DiskFullError", "atomic_save", "atomic_write", "load", "plain"]
 
 #: Suffix of the temporary files of :func:`atomic_write` (a killed writer can leave one behind).
@@ -43,8 +41,14 @@ _NO_ROOM = {
 }
 
 
+# torch is imported inside the functions that need it: tvolib.plotting writes its figures with
+# atomic_write and must not import torch.
+
+
 def plain(obj: Any) -> Any:
     """``obj`` with NumPy values turned into Python numbers/lists, recursively (tensors kept)."""
+    import torch
+
     if isinstance(obj, dict):
         return {str(k): plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -115,6 +119,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], Any], 
 
 def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     """Save ``obj`` with ``torch.save`` to ``path`` atomically (see :func:`atomic_write`)."""
+    import torch
+
     return atomic_write(path, lambda f: torch.save(obj, f), "wb")
 
 
@@ -125,6 +131,8 @@ def load(path: str | os.PathLike[str], *, advice: str | None = None, mmap: bool 
     ``advice`` (default: delete the file). ``mmap=True`` maps the tensors' bytes instead of reading
     them (a cheap check of the file's structure and records).
     """
+    import torch
+
     path = Path(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from tvolib import runs  # noqa: E402
-from tvolib.paper import results  # noqa: E402
+from tvolib.paper import results, sweeps  # noqa: E402
 from tvolib.paper.figures import BUILDERS, FigureResult, figure  # noqa: E402
 from tvolib.paper.names import PCFG_METRICS  # noqa: E402
 from tvolib.paper.sweeps import FIGURES, figure_configs  # noqa: E402
@@ -35,8 +35,12 @@ def fake_train(config, run_dir, **_):
             row["test_log_px"] = -100.0 - offset + epoch / 10
             row.update({m: 0.1 * (1 + offset) for m in PCFG_METRICS})
         history.append(row)
+    arms = ([0.2, 0.4, 0.6, 0.8][:config.d - 1], [0.05, 0.0501, 0.0502, 0.0503][:config.d - 1])
+    gp = config.schedule in sweeps.GP_SCHEDULES
     rounds = [{"round": r, "epoch": r + 1, "arm": [0.0, 0.2, 0.4, 0.6, 0.8][:config.d], "reward": 0.1,
-               "source": "random"} for r in range(config.epochs)]
+               "source": "random" if r < 2 or not gp else "gp", "next_arm": arms[r % 2], "next_degenerate": r % 2 == 1}
+              for r in range(config.epochs)]  # GP rounds from round 2 on, every other arm degenerate
+    rounds = rounds if config.schedule in sweeps.WINDOWED_SCHEDULES else []  # fixed schedules have no rounds
     final = {"test_log_px": history[-1]["test_log_px"], "test_kl": 5.0 + offset, "train_seconds": 60.0,
              "eval_seconds": 6.0, "bandit_seconds": 0.0, "epochs": config.epochs, "completed": True}
     if getattr(config, "dataset", None) == "mnist":
@@ -97,6 +101,34 @@ def test_fig3_and_fig9_draw_from_the_histories(cached):
     assert "no bandit rounds" not in str(cached("fig3_beta_over_time").figure.axes[0].texts)
     curves = cached("fig9_training_curves").figure
     assert len(curves.axes) == 4  # four datasets x one d
+
+
+def test_fig3_summarises_each_seed_and_reports_the_degenerate_share(cached):
+    result = cached("fig3_beta_over_time")
+    table = result.table
+    epochs = result.frame["epochs"].iloc[0]
+    assert list(table["seed"]) == [0] and table["rounds"].iloc[0] == epochs  # smoke: one seed
+    # GP rounds 2..epochs-1 choose alternately a spread and a degenerate arm
+    gp = epochs - 2
+    assert table["gp_rounds"].iloc[0] == gp
+    assert table["degenerate_share"].iloc[0] == pytest.approx((gp // 2) / gp)
+    assert f"{(gp // 2) / gp:.0%} of them degenerate" in result.caption
+
+
+def test_fig10_lists_every_protocol_variant_beside_the_schedules(cached):
+    table = cached("fig10_bandit_protocol").table
+    assert list(table["method"][:4]) == [f"{s} (schedule)" for s in ("log", "linear", "moments", "random")]
+    assert list(table["method"][4:]) == list(sweeps.PROTOCOL_VARIANTS)
+    fixed, bandit = table.iloc[:4], table.iloc[4:]
+    assert (fixed["gp_rounds"] == 0).all() and fixed["degenerate_share"].isna().all()
+    assert (bandit["gp_rounds"] > 0).all() and bandit["degenerate_share"].between(0.3, 0.7).all()
+
+
+def test_fig11_says_it_was_not_run_where_the_profile_skips_it(tmp_path):
+    result = figure("fig11_bandit_budget", profile="quick", results_root=tmp_path / "results",
+                    figures_dir=tmp_path / "figures")
+    assert result.caption.startswith("Not run at profile 'quick'")
+    assert (tmp_path / "figures" / "fig11_bandit_budget.png").is_file()
 
 
 def test_dataset_labels_fall_back_to_the_loaded_data(data_root):

@@ -342,17 +342,18 @@ def reward_observations(schedule_history: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def betas_by_phase(frame: pd.DataFrame, column: str = "betas") -> pd.DataFrame:
+def betas_by_phase(frame: pd.DataFrame, column: str = "betas", keep: Sequence[str] = ()) -> pd.DataFrame:
     """Fig 3's points: one row per (epoch, j, beta) for the interior points j >= 1 of a schedule
     column (``"arm"`` of a schedule history, ``"betas"`` of a history), with the training ``phase``
     (:data:`~tvolib.paper.names.TRAINING_PHASES`: first, middle, last third of the epochs from 0;
-    an epoch ending a third belongs to it); empty for an empty frame (no bandit rounds)."""
+    an epoch ending a third belongs to it) and the row's ``keep`` columns; empty for an empty frame
+    (no bandit rounds)."""
     if frame.empty:
-        return pd.DataFrame({c: pd.Series(dtype=float) for c in ("epoch", "j", "beta", "phase")})
-    require(frame, ["epoch", column], "betas_by_phase")
-    rows = [{"epoch": epoch, "j": j, "beta": beta}
-            for epoch, value in zip(frame["epoch"], frame[column])
-            for j, beta in enumerate(interior(value), start=1)]
+        return pd.DataFrame({c: pd.Series(dtype=float) for c in ("epoch", "j", "beta", "phase", *keep)})
+    require(frame, ["epoch", column, *keep], "betas_by_phase")
+    rows = [{"epoch": row["epoch"], "j": j, "beta": beta, **{k: row[k] for k in keep}}
+            for _, row in frame.iterrows()
+            for j, beta in enumerate(interior(row[column]), start=1)]
     if not rows:
         raise ValueError(f"betas_by_phase: column {column!r} holds no interior betas")
     long = pd.DataFrame(rows)

@@ -20,10 +20,10 @@ from matplotlib.figure import Figure
 
 from tvolib import paths, runs
 from tvolib.models.pcfg import load_grammar
-from tvolib.paper import analysis, captions, integrand, pcfg_analysis, results
+from tvolib.paper import analysis, bandit_analysis, captions, integrand, pcfg_analysis, results
 from tvolib.paper.names import MODEL_LABELS, schedule_label
 from tvolib.paper.profiles import Profile, get_profile
-from tvolib.paper.sweeps import FIGURES, resolve_figure
+from tvolib.paper.sweeps import FIGURES, PROTOCOL_VARIANTS, protocol_method, resolve_figure
 from tvolib.training.pcfg_levels import length_cut_ml_floor, uniform_level
 from tvolib.training.run_folder import check_writable
 from tvolib.plotting import (
@@ -32,11 +32,13 @@ from tvolib.plotting import (
     plot_integrand,
     plot_metric_vs_d,
     plot_pcfg,
+    plot_protocol_ablation,
     plot_reward_surface,
     plot_training_curves,
     save_figure,
     save_table,
 )
+from tvolib.plotting.style import message_figure
 
 __all__ = ["FigureResult", "BUILDERS", "figure", "pcfg_reference_levels"]
 
@@ -112,10 +114,30 @@ def _fig2(inputs: _Inputs) -> FigureResult:
 
 
 def _fig3(inputs: _Inputs) -> FigureResult:
-    rounds_log = runs.load_schedule_history(inputs.configs[0], inputs.results_root)
-    caption = captions.scale_caption(inputs.profile)
-    fig = plot_betas_over_time(analysis.betas_by_phase(rounds_log, "arm"), title=caption)
-    return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+    """Fig 3: every seed's arms over training (crosses: random rounds), a per-seed summary table."""
+    rounds = results.collect_schedule_histories(inputs.configs, inputs.results_root)
+    config = inputs.configs[0]
+    extra = f"MNIST, d = {config.d}, S = {config.S}, {len(inputs.configs)} seed(s) pooled"
+    table = None
+    if rounds.empty:
+        points = analysis.betas_by_phase(rounds, "arm")
+    else:
+        rounds = rounds.sort_values(["seed", "round"])
+        chooser = rounds.groupby("seed")["source"].shift(1).fillna("random")  # who chose each round's arm
+        rounds = rounds.assign(chosen_by=chooser.map(lambda s: "GP" if s in bandit_analysis.GP_SOURCES else "random"))
+        points = analysis.betas_by_phase(rounds, "arm", keep=("seed", "chosen_by"))
+        table = bandit_analysis.arm_summary(rounds, ["seed"])
+        finals = inputs.frame.set_index("seed")["test_log_px"] if "test_log_px" in inputs.frame else None
+        if finals is not None:
+            table["test_log_px"] = table["seed"].map(finals)
+        gp, total = int(table["gp_rounds"].sum()), int(table["rounds"].sum())
+        share = bandit_analysis.degenerate_share(rounds)
+        extra += (f"; {gp} of {total} rounds' arms chosen by the GP (crosses: random rounds), "
+                  f"{share:.0%} of them degenerate (all interior points within 0.01 of each other, or two "
+                  "or more on a box edge)")
+    caption = captions.scale_caption(inputs.profile, extra=extra)
+    fig = plot_betas_over_time(points, title=caption)
+    return _result(inputs, fig, table, caption, save_figure(fig, inputs.name, inputs.figures_dir))
 
 
 def _metric_vs_d(inputs: _Inputs, schedules: list[str] | None = None) -> FigureResult:
@@ -188,6 +210,52 @@ def _table_permutation(inputs: _Inputs) -> FigureResult:
     return _result(inputs, None, table, caption, save_table(table, inputs.name, inputs.figures_dir, caption=caption))
 
 
+def _fig10(inputs: _Inputs) -> FigureResult:
+    """The bandit-protocol ablation: each protocol variant beside the fixed schedules and random arms."""
+    rows = []
+    for config in inputs.configs:
+        final = runs.load_final(config, inputs.results_root)
+        rounds = runs.load_schedule_history(config, inputs.results_root)
+        bandit = len(rounds) > 0 and "source" in rounds  # fixed schedules log no rounds
+        chosen = rounds[rounds["source"].isin(bandit_analysis.GP_SOURCES)] if bandit else rounds.iloc[:0]
+        share = bandit_analysis.degenerate_share(rounds) if len(chosen) else 0.0
+        rows.append({"method": protocol_method(config), "seed": config.seed, "test_log_px": final["test_log_px"],
+                     "test_kl": final["test_kl"], "gp_rounds": len(chosen), "degenerate_gp_rounds": share * len(chosen)})
+    order = ["log", "linear", "moments", "random", *PROTOCOL_VARIANTS]
+    table = bandit_analysis.protocol_ablation_table(pd.DataFrame(rows), order)
+    table["method"] = [m if m in PROTOCOL_VARIANTS else f"{schedule_label(m)} (schedule)" for m in table["method"]]
+    config = inputs.configs[0]
+    caption = captions.scale_caption(inputs.profile, extra=(
+        f"MNIST, d = {config.d}, S = {config.S}; GP bandit under the authors' code's protocol ('code'), the "
+        "paper's text alone ('paper-text') and one item of the code's protocol changed at a time"))
+    fig = plot_protocol_ablation(table, title=caption)
+    paths = save_figure(fig, inputs.name, inputs.figures_dir)
+    paths += save_table(table, inputs.name, inputs.figures_dir, caption=caption, floatfmt=".3f")
+    return _result(inputs, fig, table, caption, paths)
+
+
+def _fig11(inputs: _Inputs) -> FigureResult:
+    """The bandit's budget: test log p(x) against epochs over a run long enough for the GP to matter."""
+    p = inputs.profile
+    if not inputs.configs:
+        caption = (f"Not run at profile '{p.name}': this figure trains 1000 epochs on full MNIST (d = 5, S = 10, "
+                   "3 seeds per schedule); run it with PROFILE=gpu (about 20 GPU minutes).")
+        fig = message_figure(caption, "Bandit budget (T = 1000, w = 10)")
+        return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+    histories = results.collect_histories(inputs.configs, inputs.results_root)
+    curves = analysis.training_curves(histories, "test_log_px", facets=(), seed=None)
+    config = next(c for c in inputs.configs if c.schedule == "gp_bandit")
+    caption = captions.scale_caption(p, epochs=config.epochs, extra=(
+        f"MNIST, d = {config.d}, S = {config.S}, window {dict(config.schedule_options or ()).get('window', 6)} "
+        "epochs for the bandit; mean +- s.e. over seeds; the paper's permutation table gives the bandit -91.49 "
+        "at 1000 epochs (d = 5, S = 10)"))
+    fig = plot_training_curves(curves, metric="test_log_px", row=None, col=None, title=caption)
+    table = analysis.summarise_by_schedule(inputs.frame)
+    paths = save_figure(fig, inputs.name, inputs.figures_dir)
+    paths += save_table(table, inputs.name, inputs.figures_dir, caption=caption, floatfmt=".3f")
+    return _result(inputs, fig, table, caption, paths)
+
+
 #: How each figure stem becomes its outputs.
 BUILDERS: dict[str, Callable[[_Inputs], FigureResult]] = {
     "fig1_tvo_integrand": _fig1,
@@ -201,6 +269,8 @@ BUILDERS: dict[str, Callable[[_Inputs], FigureResult]] = {
     "fig9_training_curves": _fig9,
     "table_wallclock": _table_wallclock,
     "table_permutation": _table_permutation,
+    "fig10_bandit_protocol": _fig10,
+    "fig11_bandit_budget": _fig11,
 }
 
 
@@ -233,5 +303,6 @@ def figure(
     check_writable(paths.figures_path(figures_dir), what="figures folder",
                    advice="choose another (figures_dir or $TVOLIB_FIGURES)")  # before the sweep runs
     configs = list(FIGURES[stem](p))
-    frame = runs.run_configs(configs, executor=executor, data_root=data_root, results_root=results_root)
+    frame = (runs.run_configs(configs, executor=executor, data_root=data_root, results_root=results_root)
+             if configs else pd.DataFrame())  # a figure this profile does not run
     return BUILDERS[stem](_Inputs(stem, p, configs, frame, data_root, results_root, figures_dir))

@@ -46,6 +46,7 @@ __all__ = [
     "fig11_bandit_budget",
     "PROTOCOL_VARIANTS",
     "BUDGET_SCHEDULES",
+    "protocol_method",
     "pcfg_sweep",
     "tail_fraction",
     "resolve_figure",
@@ -171,10 +172,10 @@ def fig2_reward_surface(profile: Profile | str) -> list[Any]:
 
 
 def fig3_beta_over_time(profile: Profile | str) -> list[Any]:
-    """Fig 3: the bandit's chosen betas over training, d = 5 on MNIST (first S and seed)."""
+    """Fig 3: the bandit's chosen betas over training, d = 5 on MNIST (first S, every seed)."""
     p = get_profile(profile)
     return [tvo_config(p, model="vae", dataset="mnist", schedule="gp_bandit", d=_showcase_d(p, 5), S=p.S_values[0],
-                       seed=p.seeds[0])]
+                       seed=seed) for seed in p.seeds]
 
 
 def fig4_vae_mnist_fashion(profile: Profile | str) -> list[Any]:
@@ -300,6 +301,19 @@ def fig10_bandit_protocol(profile: Profile | str) -> list[Any]:
                 config = config.replace(schedule_options={k: v for k, v in config.schedule_options if k != "n_init"})
             bandits.append(config)
     return fixed + bandits
+
+
+def protocol_method(config: Any) -> str:
+    """The ablation's name for a run: its schedule, or for a GP-bandit run its protocol variant
+    (:data:`PROTOCOL_VARIANTS`, matched by its schedule options)."""
+    if config.schedule != "gp_bandit":
+        return config.schedule
+    options = dict(config.schedule_options)
+    for label, variant in PROTOCOL_VARIANTS.items():
+        chosen = {k: v for k, v in variant.items() if v is not None}
+        if chosen and all(options.get(k) == v for k, v in chosen.items()):
+            return label
+    return "code"
 
 
 #: Schedules of the bandit-budget figure (the paper's T = 1000 epochs, w = 10).

@@ -1,4 +1,5 @@
-"""Figs 2 and 3: the GP bandit's reward surface at three stages, and its chosen betas over training."""
+"""Figs 2, 3 and 10: the GP bandit's reward surface at three stages, its chosen betas over training,
+and the protocol ablation."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from tvolib.paper.analysis import require
 from tvolib.paper.names import TRAINING_PHASES
 from tvolib.plotting.style import finish, message_figure, set_style, suptitle
 
-__all__ = ["RewardPanel", "plot_reward_surface", "plot_betas_over_time"]
+__all__ = ["RewardPanel", "plot_reward_surface", "plot_betas_over_time", "plot_protocol_ablation"]
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def plot_betas_over_time(points: pd.DataFrame, *, title: str | None = None) -> F
     paper's blue/orange/green), and below, the distribution of the betas chosen in each phase.
 
     Args:
-        points: :func:`tvolib.paper.analysis.betas_by_phase` (``epoch``, ``beta``, ``phase``); an
+        points: :func:`tvolib.paper.analysis.betas_by_phase` (``epoch``, ``beta``, ``phase``; with a
+            ``chosen_by`` column, arms of random rounds are drawn as crosses, the GP's as dots); an
             empty frame (a run shorter than the bandit's burn-in) gives a figure saying so.
         title: the figure title.
 
@@ -103,8 +105,11 @@ def plot_betas_over_time(points: pd.DataFrame, *, title: str | None = None) -> F
     set_style()
     palette = dict(zip(TRAINING_PHASES, sns.color_palette("deep", len(TRAINING_PHASES))))
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.4), height_ratios=[3, 2], layout="constrained")
+    style = {}
+    if "chosen_by" in points.columns:
+        style = dict(style="chosen_by", markers={"GP": "o", "random": "X"}, style_order=["GP", "random"])
     sns.scatterplot(data=points, x="epoch", y="beta", hue="phase", hue_order=list(TRAINING_PHASES),
-                    palette=palette, s=14, linewidth=0, alpha=0.8, ax=top)
+                    palette=palette, s=14, linewidth=0, alpha=0.8, ax=top, **style)
     top.set_ylim(0, 1)
     top.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     top.set_xlabel("epoch")
@@ -120,3 +125,37 @@ def plot_betas_over_time(points: pd.DataFrame, *, title: str | None = None) -> F
     bottom.set_xlabel(r"$\beta$")
     bottom.set_ylabel("density of chosen betas")
     return finish(fig, bottom, "training phase (thirds of the epochs)", title, ncol=3)
+
+
+def plot_protocol_ablation(table: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """The bandit-protocol ablation: per method, test log p(x) and KL (mean +- standard error over
+    seeds) and the share of the GP's arms that are degenerate.
+
+    Args:
+        table: :func:`tvolib.paper.bandit_analysis.protocol_ablation_table` (one row per method).
+        title: the figure title.
+
+    Returns:
+        The figure (three panels sharing the methods' axis).
+    """
+    require(table, ["method", "log_px", "log_px_sem", "kl", "kl_sem", "degenerate_share"], "plot_protocol_ablation")
+    if table.empty:
+        return message_figure("Nothing to draw: no completed runs.", title)
+    set_style()
+    y = np.arange(len(table))[::-1]
+    fig, axes = plt.subplots(1, 3, figsize=(11.5, 0.42 * len(table) + 1.8), sharey=True, layout="constrained")
+    colour = sns.color_palette("deep")[0]
+    for ax, (col, label) in zip(axes[:2], [("log_px", "test log p(x) (nats)"), ("kl", "test KL (nats)")]):
+        ax.errorbar(table[col], y, xerr=table[f"{col}_sem"].fillna(0.0), fmt="o", color=colour, capsize=3)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
+        ax.set_xlabel(label)
+    share = table["degenerate_share"].to_numpy(dtype=float)
+    axes[2].barh(y, np.nan_to_num(share), color=colour, alpha=0.7)
+    for yi, value in zip(y, share):
+        axes[2].text(0.01, yi, "no GP" if np.isnan(value) else f"{value:.0%}", va="center", fontsize="small")
+    axes[2].set_xlim(0, 1)
+    axes[2].set_xlabel("degenerate share of the GP's arms")
+    axes[0].set_yticks(y, table["method"])
+    if title:
+        suptitle(fig, title)
+    return fig
