@@ -6,19 +6,25 @@
 * :mod:`.reward` -- windows, the reward ``L_end - L_start`` (Eq. 7) and the early-update rule;
 * :mod:`.base` -- arms, rounds, history and checked state shared by both schedules;
 * :mod:`.scheduler` -- :class:`GPBanditSchedule` and :class:`RandomSchedule`;
-* :mod:`.posterior` -- :func:`reward_posterior`, the GP rebuilt from a recorded history.
+* :mod:`.protocol` -- the protocol around the GP step: the authors' code's (default) or the text's;
+* :mod:`.posterior` -- :func:`reward_posterior`, the GP rebuilt from a recorded history, and
+  :func:`replay`, the arms a fresh schedule chooses from it.
 """
 from .acquisition import theorem1_kappa
 from .model import Hyperparameters
-from .posterior import reward_posterior
+from .posterior import replay, reward_posterior
+from .protocol import PROTOCOLS, arm_degeneracy
 from .reward import evidence_spec_for
 from .scheduler import GPBanditSchedule, RandomSchedule
 
 __all__ = [
     "GPBanditSchedule",
     "Hyperparameters",
+    "PROTOCOLS",
     "RandomSchedule",
+    "arm_degeneracy",
     "evidence_spec_for",
+    "replay",
     "reward_posterior",
     "theorem1_kappa",
 ]

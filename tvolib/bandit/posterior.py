@@ -18,7 +18,7 @@ from torch import Tensor
 
 from .model import BanditGP, Hyperparameters, training_data
 
-__all__ = ["observations", "reward_posterior"]
+__all__ = ["observations", "replay", "reward_posterior"]
 
 
 def _rows(schedule_history: Any) -> list[dict[str, Any]]:
@@ -130,3 +130,28 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
     with torch.no_grad():
         mean, var = gp.mean_and_variance(x)
     return mean * data.y_std + data.y_mean, var.sqrt() * data.y_std
+
+
+def replay(schedule: Any, schedule_history: Any) -> list[list[float]]:
+    """The arms a fresh schedule chooses when fed a recorded history's rewards, round by round.
+
+    ``schedule`` must be configured and seeded like the one that wrote the history and not yet
+    stepped; each recorded reward is passed to ``schedule.observe`` and the arm it chooses next is
+    collected. On the machine that wrote the history this reproduces its ``next_arm`` column exactly
+    (the same code path on the same inputs), which makes a run's choices checkable after the fact.
+
+    Args:
+        schedule: a fresh :class:`~tvolib.bandit.GPBanditSchedule` or :class:`~tvolib.bandit.RandomSchedule`.
+        schedule_history: the recorded rows (``Schedule.history()`` or a DataFrame read back from CSV).
+
+    Returns:
+        One arm (beta units, as recorded) per round.
+    """
+    arms = []
+    for row in _rows(schedule_history):
+        if _vector(row["arm"]) != [float(v) for v in schedule.current_arm().tolist()]:
+            raise ValueError(f"round {row['round']}: the schedule trains {schedule.current_arm().tolist()}, the "
+                             f"history recorded {row['arm']}: configure and seed it like the recorded one")
+        schedule.observe(float(row["reward"]))
+        arms.append([float(v) for v in schedule.current_arm().tolist()])
+    return arms
