@@ -12,6 +12,9 @@
 #   benchmarks/gpu_check.sh prepare      # on a machine with $TVOLIB_DATA: writes benchmarks/gpu_data/MNIST/raw/*.gz
 #   benchmarks/gpu_check.sh              # on the GPU machine: unpacks them to a temporary data root, runs the checks
 #   benchmarks/gpu_check.sh extra        # the earlier checks (bandit pool, trainers end to end, runner smoke sweep)
+#   benchmarks/gpu_check.sh bandit       # the bandit at the gpu profile: the Fig 4 slice (MNIST, d = 5, S = 10,
+#                                        # 5 seeds, 100 epochs, 4 schedules) through the runner, with the arms
+#                                        # the bandit chose (share of degenerate GP arms); about 3 minutes
 # Results go to stdout and to $OUT (default ./gpu_check_out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +59,31 @@ if [ "${1:-}" = "extra" ]; then
   exit $status
 fi
 
+if [ "${1:-}" = "bandit" ]; then
+  echo "== Fig 4 slice of the gpu profile through the runner (MNIST, d = 5, S = 10, 5 seeds, 100 epochs) =="
+  # A file, not stdin: the bandit's worker processes (spawn) import the main script.
+  cat > "$OUT/fig4_slice_bandit.py" <<'PYEOF'
+import tempfile, time
+from tvolib import runs
+from tvolib.paper.bandit_analysis import arm_summary
+from tvolib.paper.results import collect_schedule_histories
+from tvolib.paper.sweeps import fig4_vae_mnist_fashion
+if __name__ == "__main__":
+    configs = [c for c in fig4_vae_mnist_fashion("gpu") if c.dataset == "mnist" and c.S == 10 and c.d == 5]
+    root = tempfile.mkdtemp()
+    t0 = time.perf_counter()
+    frame = runs.run_configs(configs, results_root=root, device="cuda", progress=False)
+    print(f"{len(configs)} runs in {time.perf_counter() - t0:.1f} s")
+    print(frame.groupby("schedule")["test_log_px"].agg(["mean", "sem", "count"]).round(2).to_string())
+    print(frame.groupby("schedule")["test_kl"].agg(["mean", "sem"]).round(2).to_string())
+    bandit = [c for c in configs if c.schedule == "gp_bandit"]
+    print(arm_summary(collect_schedule_histories(bandit, root), ["seed"]).to_string())
+PYEOF
+  timeout 400 $PY "$OUT/fig4_slice_bandit.py" 2>&1 | tee "$OUT/fig4_slice_bandit.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  exit $status
+fi
+
 echo "== CUDA tests (-k cuda) =="
 timeout 50 $PY -m pytest tests -q -x -k cuda -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt"
 rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || [ "$rc" = 5 ] || status=1   # 5: no test selected
@@ -74,19 +102,22 @@ timeout 90 $PY benchmarks/bench_precision.py --device cuda 2>&1 | tee "$OUT/prec
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 
 echo "== Fig 4 slice of the gpu profile through the runner (20 runs, one stack, 40 epochs), beside the cost model =="
-timeout 100 $PY - <<'PYEOF' 2>&1 | tee "$OUT/fig4_slice.txt"
+cat > "$OUT/fig4_slice.py" <<'PYEOF'
 import tempfile, time
 from tvolib.paper.sweeps import fig4_vae_mnist_fashion
 from tvolib.runs import run_configs
 from tvolib.runs.cost import estimate_stack_seconds
-configs = [c.replace(epochs=40) for c in fig4_vae_mnist_fashion("gpu") if c.dataset == "mnist" and c.S == 10 and c.d == 5]
-t0 = time.perf_counter()
-frame = run_configs(configs, results_root=tempfile.mkdtemp(), device="cuda", progress=False)
-seconds = time.perf_counter() - t0
-print(frame.groupby("schedule")["test_log_px"].agg(["mean", "std"]).round(2).to_string())
-print(f"Fig 4 slice: {len(configs)} runs x 40 epochs in {seconds:.1f} s through the runner "
-      f"(cost model: {estimate_stack_seconds(configs):.1f} s; 100 epochs: model "
-      f"{estimate_stack_seconds([c.replace(epochs=100) for c in configs]):.1f} s, measured before 138 s, target 45 s)")
+if __name__ == "__main__":  # the bandit's worker processes (spawn) import this file
+    configs = [c.replace(epochs=40) for c in fig4_vae_mnist_fashion("gpu")
+               if c.dataset == "mnist" and c.S == 10 and c.d == 5]
+    t0 = time.perf_counter()
+    frame = run_configs(configs, results_root=tempfile.mkdtemp(), device="cuda", progress=False)
+    seconds = time.perf_counter() - t0
+    print(frame.groupby("schedule")["test_log_px"].agg(["mean", "std"]).round(2).to_string())
+    print(f"Fig 4 slice: {len(configs)} runs x 40 epochs in {seconds:.1f} s through the runner "
+          f"(cost model: {estimate_stack_seconds(configs):.1f} s; 100 epochs: model "
+          f"{estimate_stack_seconds([c.replace(epochs=100) for c in configs]):.1f} s, measured before 138 s, target 45 s)")
 PYEOF
+timeout 100 $PY "$OUT/fig4_slice.py" 2>&1 | tee "$OUT/fig4_slice.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 exit $status
