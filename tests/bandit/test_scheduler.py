@@ -482,3 +482,27 @@ def test_gp_state_checks_hyperparameters() -> None:
         GPBanditSchedule(3, seed=0, **FAST).load_state_dict(_corrupt(state, "hyperparameters", {"lengthscale": -1.0}))
     with pytest.raises(ValueError, match="no key 'hyperparameters'"):
         GPBanditSchedule(3, seed=0, **FAST).load_state_dict({k: v for k, v in state.items() if k != "hyperparameters"})
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("arm", [5.0, -3.0], r"history\[1\]\.arm' must be a list of 2 distinct finite numbers in \[0.05, 0.95\]"),
+    ("arm", [float("nan"), 0.5], r"history\[1\]\.arm' must be a list of 2 distinct finite numbers"),
+    ("arm", [0.6, 0.3], r"history\[1\]\.arm' must be sorted"),
+    ("reward", 1e300, r"history\[1\]\.reward' must be a finite number within \+-1e\+06 nats"),
+    ("reward", "1.5", r"history\[1\]\.reward' must be a number"),
+    ("skipped", "no", r"history\[1\]\.skipped' must be True or False"),
+    ("next_arm", [0.5, 0.5], r"history\[1\]\.next_arm' must be a list of 2 distinct finite numbers"),
+])
+def test_load_state_dict_checks_every_history_row(field, value, message) -> None:
+    """A history row with an arm outside the box, unsorted or NaN, a huge or non-numeric reward is
+    refused, naming the row and field, instead of reaching the GP later."""
+    s = RandomSchedule(3, window=2, box=(0.05, 0.95), arm_domain="box", seed=0)
+    for epoch in range(7):
+        s.step(epoch, evidence=float(epoch))
+    state = roundtrip(s.state_dict())
+    state["history"][1][field] = value
+    with pytest.raises(ValueError, match=message):
+        RandomSchedule(3, window=2, arm_domain="box", seed=0).load_state_dict(state)
+    del state["history"][1][field if field != "skipped" else "reward"]
+    with pytest.raises(ValueError, match=r"history\[1\]' must be a round record with keys"):
+        RandomSchedule(3, window=2, arm_domain="box", seed=0).load_state_dict(state)

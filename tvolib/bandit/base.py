@@ -472,15 +472,15 @@ def _check_history_row(schedule: BanditScheduleBase, owner: str, row: dict[str, 
     missing = [k for k in ("arm", "reward", "skipped", "next_arm") if k not in row]
     if missing:
         raise _bad(owner, where, f"a round record with keys round, arm, reward, skipped, next_arm (missing {missing})", row)
-    _check_arm(schedule, owner, row["arm"], key=f"{where}['arm']")
-    _check_arm(schedule, owner, row["next_arm"], key=f"{where}['next_arm']")
+    _check_arm(schedule, owner, row["arm"], key=f"{where}.arm")
+    _check_arm(schedule, owner, row["next_arm"], key=f"{where}.next_arm")
     reward, skipped = row["reward"], row["skipped"]
     if not isinstance(skipped, bool):
-        raise _bad(owner, f"{where}['skipped']", "True or False", skipped)
+        raise _bad(owner, f"{where}.skipped", "True or False", skipped)
     if not isinstance(reward, (int, float)) or isinstance(reward, bool):
-        raise _bad(owner, f"{where}['reward']", "a number", reward)
+        raise _bad(owner, f"{where}.reward", "a number", reward)
     if not skipped and not (math.isfinite(reward) and abs(reward) <= MAX_ABS_REWARD):
-        raise _bad(owner, f"{where}['reward']", f"a finite number within +-{MAX_ABS_REWARD:g} nats (or the round "
+        raise _bad(owner, f"{where}.reward", f"a finite number within +-{MAX_ABS_REWARD:g} nats (or the round "
                    "marked skipped)", reward)
 
 
