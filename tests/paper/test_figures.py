@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 from tvolib import runs  # noqa: E402
 from tvolib.paper import results, sweeps  # noqa: E402
-from tvolib.paper.figures import BUILDERS, FigureResult, figure  # noqa: E402
+from tvolib.paper.figures import BUILDERS, NOTEBOOK_PARAMETERS, FigureResult, figure, notebook_parameters  # noqa: E402
 from tvolib.paper.names import PCFG_METRICS  # noqa: E402
 from tvolib.paper.sweeps import FIGURES, figure_configs  # noqa: E402
 from tvolib.training.run_folder import RunFolder  # noqa: E402
@@ -153,3 +153,30 @@ def test_a_figures_dir_that_is_a_file_fails_before_the_sweep(tmp_path, monkeypat
     monkeypatch.setattr(runs, "run_configs", lambda *a, **k: pytest.fail("the sweep ran before the check"))
     with pytest.raises(OSError, match=f"figures folder {target} is a file, not a folder"):
         figure("fig4_vae_mnist_fashion", profile="smoke", results_root=tmp_path / "results", figures_dir=target)
+
+
+def test_notebook_parameters_refuse_a_misspelt_name():
+    namespace = {"profile": "smoke", "executor": None, "data_root": None, "results_root": None,
+                 "figures_dir": None, "figure": figure, "In": [], "_oh": {}, "pd": pd}
+    assert notebook_parameters(namespace)["profile"] == "smoke"
+    with pytest.raises(ValueError, match=r"unknown notebook parameter\(s\) \['profil'\]; accepted: profile"):
+        notebook_parameters({**namespace, "profil": "smoke"})
+
+
+def test_every_notebook_defines_exactly_the_parameters_it_checks():
+    import json
+
+    for path in sorted(Path(__file__).resolve().parents[2].glob("notebooks/[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        parameters = next(c for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+        names = [line.split("=")[0].strip() for line in parameters["source"] if "=" in line]
+        assert tuple(names) == NOTEBOOK_PARAMETERS, path.name
+        assert any("notebook_parameters(globals())" in "".join(c["source"]) for c in cells), path.name
+
+
+def test_papermill_with_a_misspelt_parameter_fails_before_any_run(tmp_path):
+    papermill = pytest.importorskip("papermill")
+    notebook = Path(__file__).resolve().parents[2] / "notebooks" / "04_fig4_vae_mnist_fashion.ipynb"
+    with pytest.raises(papermill.PapermillExecutionError, match="unknown notebook parameter"):
+        papermill.execute_notebook(str(notebook), str(tmp_path / "out.ipynb"), parameters={"profil": "smoke"},
+                                   cwd=str(notebook.parent), progress_bar=False, kernel_name="python3")

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import os
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -40,7 +41,12 @@ from tvolib.plotting import (
 )
 from tvolib.plotting.style import message_figure
 
-__all__ = ["FigureResult", "BUILDERS", "figure", "pcfg_reference_levels"]
+__all__ = ["FigureResult", "BUILDERS", "NOTEBOOK_PARAMETERS", "figure", "notebook_parameters", "pcfg_reference_levels"]
+
+#: The names a notebook's parameters cell defines (papermill's ``-p NAME VALUE`` overrides them).
+NOTEBOOK_PARAMETERS = ("profile", "executor", "data_root", "results_root", "figures_dir")
+#: Names IPython puts in a notebook's namespace itself.
+_IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 
 @dataclass
 class _Inputs:
@@ -272,6 +278,30 @@ BUILDERS: dict[str, Callable[[_Inputs], FigureResult]] = {
     "fig10_bandit_protocol": _fig10,
     "fig11_bandit_budget": _fig11,
 }
+
+
+def notebook_parameters(namespace: dict[str, Any]) -> dict[str, Any]:
+    """The notebook parameters in ``namespace`` (a notebook's ``globals()``), checked.
+
+    papermill only warns about a parameter that the parameters cell does not define and injects
+    it anyway, so ``-p profil smoke`` would silently run the default profile: any other plain value
+    (not a module, function or class, not IPython's own) is refused here, naming it.
+
+    Returns:
+        ``{name: value}`` for :data:`NOTEBOOK_PARAMETERS`, for ``figure(stem, **parameters)``.
+
+    Raises:
+        ValueError: an unknown parameter name, with the accepted ones.
+    """
+    unknown = sorted(
+        name for name, value in namespace.items()
+        if not name.startswith("_") and name not in NOTEBOOK_PARAMETERS and name not in _IPYTHON_NAMES
+        and not callable(value) and not isinstance(value, types.ModuleType)
+    )
+    if unknown:
+        raise ValueError(f"unknown notebook parameter(s) {unknown}; accepted: {', '.join(NOTEBOOK_PARAMETERS)} "
+                         "(e.g. papermill -p profile smoke)")
+    return {name: namespace.get(name) for name in NOTEBOOK_PARAMETERS}
 
 
 def figure(
