@@ -18,13 +18,7 @@ from tvolib.tvo import log_uniform
 FAST = dict(raw_samples=64, num_restarts=2, acq_maxiter=30, fit_maxiter=20)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny GPs gain nothing from threads."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny GPs gain nothing from threads
 
 
 # ----- the items --------------------------------------------------------------------------------
