@@ -29,8 +29,8 @@ changed at a time (the ablation figure does).
 Example:
     >>> resolve_protocol("code", {"kappa": "theorem1"})["kappa"]
     'theorem1'
-    >>> staggered_upper(5, 0.05, 0.95)
-    (0.2375, 0.475, 0.7125, 0.95)
+    >>> [round(u, 4) for u in staggered_upper(5, 0.05, 0.95)]
+    [0.2375, 0.475, 0.7125, 0.95]
 """
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ __all__ = [
     "arm_degeneracy",
     "resolve_protocol",
     "robust_standardize",
+    "size_defaults",
     "staggered_upper",
 ]
 
@@ -131,6 +132,19 @@ def resolve_protocol(protocol: str, overrides: dict[str, Any]) -> dict[str, Any]
             raise ValueError(f"{name} must be one of {list(CHOICES[name])}; got {value!r}")
         items[name] = value
     return {"protocol": protocol, **items}
+
+
+def size_defaults(protocol: str, d: int) -> tuple[int, int | None]:
+    """The preset's ``(n_init, max_observations)`` for ``d`` left points: the code's ``(3 d, 30 d)``
+    (``3K`` random rounds, the last ``30K`` rewards), the text's ``(max(3, d), None)`` (all rewards).
+
+    Example:
+        >>> size_defaults("code", 5), size_defaults("paper-text", 5)
+        ((15, 150), (5, None))
+    """
+    if protocol == "code":
+        return 3 * d, 30 * d
+    return max(3, d), None
 
 
 def staggered_upper(d: int, lo: float, hi: float) -> tuple[float, ...]:

@@ -42,7 +42,7 @@ from .acquisition import maximize_ucb, theorem1_kappa
 from .base import BanditScheduleBase
 from .model import BanditGP, Hyperparameters, fit_map, fit_ml, training_data
 from .posterior import observations
-from .protocol import resolve_protocol
+from .protocol import resolve_protocol, size_defaults
 from .reward import evidence_spec_for
 
 __all__ = ["BanditScheduleBase", "GPBanditSchedule", "RandomSchedule", "evidence_spec_for"]
@@ -140,11 +140,9 @@ class GPBanditSchedule(BanditScheduleBase):
         super().__init__(d, protocol=protocol, **window_options)
         items = resolve_protocol(protocol, dict(corner_guards=corner_guards, standardize=standardize, fit=fit))
         self.corner_guards, self.standardize, self.fit = items["corner_guards"], items["standardize"], items["fit"]
-        code = protocol == "code"
         self.time_varying = bool(time_varying)
-        default_init = 3 * self.d if code else max(3, self.d)
+        default_init, default_max = size_defaults(protocol, self.d)
         self.n_init = default_init if n_init is None else check_int("n_init", n_init, 1)
-        default_max = 30 * self.d if code else None
         self.max_observations = (default_max if max_observations is None
                                  else check_int("max_observations", max_observations, 1))
         self.kappa: float | str = self._check_kappa(items["kappa"] if kappa is None else kappa)
