@@ -9,8 +9,9 @@ Example:
     >>> rounds = pd.DataFrame({"seed": [0, 0, 0], "source": ["random", "gp", "gp"],
     ...                        "next_arm": ["[0.1, 0.3]", "[0.05, 0.0501]", "[0.12, 0.4]"],
     ...                        "next_degenerate": [False, True, False]})
-    >>> arm_summary(rounds, ["seed"])[["rounds", "gp_rounds", "degenerate_share"]].iloc[0].tolist()
-    [3, 2, 0.5]
+    >>> row = arm_summary(rounds, ["seed"]).iloc[0]
+    >>> int(row["rounds"]), int(row["gp_rounds"]), float(row["degenerate_share"])
+    (3, 2, 0.5)
 """
 from __future__ import annotations
 
