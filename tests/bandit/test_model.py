@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from tvolib.bandit.acquisition import GPUCB, maximize_ucb, project_arm, theorem1_kappa
 from tvolib.bandit.kernels import omega_to_rho
-from tvolib.bandit.model import BanditGP, Hyperparameters, fit_map, training_data
+from tvolib.bandit.fit import fit_map
+from tvolib.bandit.model import BanditGP, Hyperparameters, training_data
 
 F64 = torch.float64
 

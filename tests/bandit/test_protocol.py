@@ -11,7 +11,8 @@ import torch
 
 from tvolib.bandit import GPBanditSchedule, RandomSchedule, arm_degeneracy, replay
 from tvolib.bandit import scheduler as scheduler_module
-from tvolib.bandit.model import BanditGP, Hyperparameters, fit_ml, training_data
+from tvolib.bandit.fit import fit_ml
+from tvolib.bandit.model import BanditGP, Hyperparameters, training_data
 from tvolib.bandit.protocol import ML_BOUNDS, PROTOCOLS, resolve_protocol, robust_standardize, staggered_upper
 from tvolib.tvo import log_uniform
 

@@ -124,7 +124,7 @@ def maximize_ucb(
     if upper is not None:
         bounds[1, :n_arm] = torch.as_tensor(upper, dtype=X.dtype, device=X.device)
     acq = GPUCB(gp, kappa)
-    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):  # see model.fit_map
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):  # see fit.fit_map
         # BoTorch warns when L-BFGS-B stops at maxiter or when raw samples have equal values;
         # the best point found is still returned, which is what a bandit round needs.
         warnings.simplefilter("ignore")

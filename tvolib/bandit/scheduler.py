@@ -40,7 +40,8 @@ from ..checks import check_finite_float, check_int, check_state
 from ..config import resolve_device
 from .acquisition import maximize_ucb, theorem1_kappa
 from .base import BanditScheduleBase
-from .model import BanditGP, Hyperparameters, fit_map, fit_ml, training_data
+from .fit import fit_map, fit_ml
+from .model import BanditGP, Hyperparameters, training_data
 from .posterior import observations
 from .protocol import resolve_protocol, size_defaults
 from .reward import evidence_spec_for

@@ -1,0 +1,204 @@
+"""Fitting the bandit GP's hyperparameters (Appendix B): MAP warm-started from the previous round, or
+type-II maximum likelihood from random starts as the authors' code does.
+
+Both end in one L-BFGS-B run (SciPy) on the softplus-raw hyperparameters, with the analytic
+marginal-likelihood gradient of :class:`~tvolib.bandit.model.BanditGP`; a numerical failure keeps
+the previous values (Appendix B).
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.optimize
+import torch
+from threadpoolctl import threadpool_limits
+from torch import Tensor
+
+from .kernels import omega_to_rho, rho_to_omega
+from .model import NOISE_FLOOR, BanditGP, Hyperparameters
+from .protocol import ML_BOUNDS
+
+__all__ = ["FitResult", "fit_map", "fit_ml"]
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Outcome of one MAP fit: the hyperparameters now in the model and how it went."""
+
+    hyperparameters: Hyperparameters
+    ok: bool
+    n_evals: int
+    seconds: float
+    message: str
+
+
+# Bounds (in hyperparameter units) keep L-BFGS-B away from degenerate regions.
+_BOUNDS = {"lengthscale": (1e-3, 1e2), "rho": (1e-6, 1e4), "noise": (NOISE_FLOOR, 10.0)}
+
+
+def fit_map(
+    gp: BanditGP,
+    *,
+    maxiter: int = 30,
+    ftol: float = 1e-6,
+    gtol: float = 1e-3,
+    bounds: dict[str, tuple[float, float]] | None = None,
+) -> FitResult:
+    """Fit ``gp``'s hyperparameters by MAP with L-BFGS-B, starting from its current values.
+
+    The warm start (previous round's values, Appendix B) means a round usually needs 1-10
+    objective evaluations; ``maxiter`` caps the L-BFGS-B iterations. The objective is per
+    observation, so ``gtol = 1e-3`` stops when the whole log posterior changes by less than
+    ``1e-3 N`` nats per unit of a (softplus-raw) hyperparameter: far below what moves the
+    posterior. If anything fails numerically (Cholesky error, non-finite objective or result), the
+    previous values are restored and a ``RuntimeWarning`` is emitted (Appendix B: "keep the previous value of the hyperparameters").
+    ``bounds`` (hyperparameter units, per name) replaces the default box; a model built with
+    ``priors=False`` makes this type-II maximum likelihood.
+    """
+    box = _BOUNDS if bounds is None else bounds
+    start = time.perf_counter()
+    previous = gp.get_hyperparameters()
+    params = gp._raw_parameters()
+    names = ["lengthscale"] + (["rho"] if gp.temporal is not None else []) + ["noise"]
+    constraints = [gp.spatial.raw_lengthscale_constraint]
+    if gp.temporal is not None:
+        constraints.append(gp.temporal.raw_rho_constraint)
+    constraints.append(gp.likelihood.noise_covar.raw_noise_constraint)
+    dtype, device = params[0].dtype, params[0].device
+    bounds = []
+    for name, c in zip(names, constraints):
+        lo_b, hi_b = box[name]
+        lo_raw = float(c.inverse_transform(torch.tensor(max(lo_b, float(c.lower_bound) + 1e-12), dtype=dtype)))
+        hi_raw = float(c.inverse_transform(torch.tensor(hi_b, dtype=dtype)))
+        bounds.append((lo_raw, hi_raw))
+    x0 = np.array([float(p.detach().reshape(-1)[0]) for p in params])
+    x0 = np.clip(x0, [b[0] for b in bounds], [b[1] for b in bounds])
+    n_evals = 0
+    last: dict[str, Any] = {"x": None, "stash": {}}
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        nonlocal n_evals
+        n_evals += 1
+        with torch.no_grad():
+            for p, v in zip(params, x):
+                p.fill_(float(v))
+        stash: dict[str, Tensor] = {}
+        last["x"], last["stash"] = None, stash
+        loss = gp.negative_log_posterior(stash)
+        grads = torch.autograd.grad(loss, params)
+        g = np.array([float(gi.reshape(-1)[0]) for gi in grads])
+        value = float(loss)
+        if not (math.isfinite(value) and np.all(np.isfinite(g))):
+            raise FloatingPointError(f"non-finite MAP objective {value} or gradient {g}")
+        last["x"] = np.array(x, copy=True)
+        return value, g
+
+    message = ""
+    ok = True
+    try:
+        # One BLAS thread for SciPy: L-BFGS-B on 3 variables gains nothing from threads, and idle
+        # OpenBLAS threads spinning on a busy machine doubled the wall time of a round here.
+        with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
+            warnings.simplefilter("ignore")  # linear_operator's jitter warnings; failures raise below
+            res = scipy.optimize.minimize(
+                objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                options={"maxiter": maxiter, "ftol": ftol, "gtol": gtol},
+            )
+        x = res.x
+        message = str(res.message)
+        if not np.all(np.isfinite(x)):
+            raise FloatingPointError("L-BFGS-B returned non-finite hyperparameters")
+        with torch.no_grad():
+            for p, v in zip(params, x):
+                p.fill_(float(v))
+        gp._cache = {}
+        reusable = last["x"] is not None and np.array_equal(last["x"], x) and len(last["stash"]) == 2
+        if reusable:  # the usual case: the final evaluation was at the result
+            gp._cache = {k: v.detach() for k, v in last["stash"].items()}
+        gp.get_hyperparameters().validate()
+        gp._posterior_cache()  # fails here rather than in the acquisition if K is singular
+    except Exception as exc:  # noqa: BLE001 - any numerical failure means: keep the previous values
+        ok = False
+        message = f"{type(exc).__name__}: {exc}"
+        gp.set_hyperparameters(previous)
+        warnings.warn(
+            f"GP hyperparameter fit failed ({message}); keeping the previous values {previous}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return FitResult(gp.get_hyperparameters(), ok, n_evals, time.perf_counter() - start, message)
+
+
+def _batched_objective(gp: BanditGP, hps: list[Hyperparameters]) -> Tensor:
+    """``gp.negative_log_posterior()`` at many hyperparameters in one batched Cholesky (``inf`` where
+    the covariance is not positive definite); the same kernel as :meth:`BanditGP.covar`, written
+    out over a batch because evaluating 200 starts one by one cost seconds per round."""
+    if gp.has_priors:
+        raise ValueError("batched starts are for type-II maximum likelihood: build the GP with priors=False")
+    X, y = gp._require_data()
+    n, n_arm = y.shape[0], gp.n_arm
+    arms = torch.sort(X[:, :n_arm], dim=-1).values if gp.sort else X[:, :n_arm]
+    sq = torch.cdist(arms, arms).square()
+    dt = (X[:, n_arm:] - X[:, n_arm:].T).abs()
+    ls, rho, noise = (torch.tensor([getattr(h, k) for h in hps], dtype=X.dtype, device=X.device)
+                      for k in ("lengthscale", "rho", "noise"))
+    K = torch.exp(-0.5 * sq / ls.view(-1, 1, 1) ** 2)
+    if gp.temporal is not None:
+        K = K * torch.exp(-0.5 * rho.view(-1, 1, 1) * dt)
+    K = K + noise.view(-1, 1, 1) * torch.eye(n, dtype=X.dtype, device=X.device)
+    L, info = torch.linalg.cholesky_ex(K)
+    alpha = torch.cholesky_solve(y.expand(len(hps), n).unsqueeze(-1), L).squeeze(-1)
+    nll = 0.5 * (y * alpha).sum(-1) + torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1) + 0.5 * n * math.log(2 * math.pi)
+    return torch.where(info == 0, nll / n, torch.full_like(nll, math.inf)).nan_to_num(math.inf)
+
+
+def fit_ml(
+    gp: BanditGP,
+    *,
+    n_starts: int = 200,
+    generator: torch.Generator,
+    maxiter: int = 30,
+    bounds: dict[str, tuple[float, float]] = ML_BOUNDS,
+) -> FitResult:
+    """Type-II maximum likelihood as the authors' code fits it: random starts, then L-BFGS-B.
+
+    The marginal likelihood (``gp`` built with ``priors=False``) is evaluated at ``n_starts`` random points of ``bounds`` (length scale and noise log-uniform, omega uniform in
+    its range) and at the current values; L-BFGS-B (:func:`fit_map`) then starts from the best. One
+    descent from the best start, rather than one per start, keeps a round to a fraction of a second.
+
+    Args:
+        gp: the model, with its training data set.
+        n_starts: random starting points (the code: 200).
+        generator: seeds the starts (the schedule's own generator, so a run is reproducible).
+        maxiter: L-BFGS-B iterations.
+        bounds: hyperparameter bounds (default: the code's, :data:`~tvolib.bandit.protocol.ML_BOUNDS`).
+
+    Returns:
+        The :class:`FitResult` of the descent (``n_evals`` counts the starts too).
+    """
+    start = time.perf_counter()
+    u = torch.rand(n_starts, 3, generator=generator, dtype=torch.float64)
+    (l_lo, l_hi), (r_lo, r_hi), (n_lo, n_hi) = bounds["lengthscale"], bounds["rho"], bounds["noise"]
+    omega_lo, omega_hi = float(rho_to_omega(torch.tensor(r_lo))), float(rho_to_omega(torch.tensor(r_hi)))
+    candidates = [gp.get_hyperparameters()] + [
+        Hyperparameters(
+            lengthscale=math.exp(math.log(l_lo) + float(a) * math.log(l_hi / l_lo)),
+            rho=float(omega_to_rho(torch.tensor(omega_lo + float(b) * (omega_hi - omega_lo)))),
+            noise=math.exp(math.log(n_lo) + float(c) * math.log(n_hi / n_lo)),
+        )
+        for a, b, c in u
+    ]
+    clipped = [Hyperparameters(min(max(hp.lengthscale, l_lo), l_hi), min(max(hp.rho, r_lo), r_hi),
+                               min(max(hp.noise, n_lo), n_hi)) for hp in candidates]
+    with torch.no_grad():
+        values = _batched_objective(gp, clipped)
+    best = clipped[int(torch.argmin(values))] if torch.isfinite(values).any() else clipped[0]
+    gp.set_hyperparameters(best)
+    result = fit_map(gp, maxiter=maxiter, bounds=bounds)
+    return FitResult(result.hyperparameters, result.ok, result.n_evals + len(candidates),
+                     time.perf_counter() - start, result.message)
