@@ -66,8 +66,6 @@ class BanditScheduleBase(Schedule):
     #: is ignored instead of starting the next window. Revision 3: the protocol of the authors'
     #: code by default (:mod:`tvolib.bandit.protocol`).
     REVISION: ClassVar[int] = 3
-    #: Protocol items this class reads (subclasses add theirs).
-    PROTOCOL_ITEMS: ClassVar[tuple[str, ...]] = ("burn_in_schedule", "arm_domain", "projection", "reward")
 
     def __init__(
         self,

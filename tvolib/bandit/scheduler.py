@@ -108,10 +108,6 @@ class GPBanditSchedule(BanditScheduleBase):
         (1.5, 0)
     """
 
-    PROTOCOL_ITEMS = BanditScheduleBase.PROTOCOL_ITEMS + (
-        "n_init", "max_observations", "corner_guards", "standardize", "kappa", "fit",
-    )
-
     def __init__(
         self,
         d: int,
