@@ -236,7 +236,7 @@ def test_resume_gives_the_same_subsequent_arms(split: int) -> None:
     b = GPBanditSchedule(3, seed=5, n_init=3, **FAST)
     b.load_state_dict(state)
     for k in range(split, split + 3):
-        assert torch.equal(a.current(), b.current())
+        assert torch.equal(a.current(), b.current())  # exact: a resumed copy runs the same code on the same inputs
         y = reward(a.current_arm(), k)
         a.observe(y)
         b.observe(y)
@@ -257,7 +257,7 @@ def test_resume_mid_window_through_step() -> None:
     for epoch in range(7, 20):
         a.step(epoch, evidence=float(epoch) ** 0.5)
         b.step(epoch, evidence=float(epoch) ** 0.5)
-        assert torch.equal(a.current(), b.current())
+        assert torch.equal(a.current(), b.current())  # exact: a resumed copy runs the same code on the same inputs
     assert a.history() == b.history()
 
 
@@ -271,7 +271,7 @@ def test_same_seed_same_arms_and_global_rng_untouched() -> None:
             s.observe(math.sin(5 * float(s.current_arm()[0])))
         runs.append([r["arm"] for r in s.history()])
     assert runs[0] == runs[1]
-    assert torch.equal(torch.random.get_rng_state(), before)
+    assert torch.equal(torch.random.get_rng_state(), before)  # exact: a generator state is bytes
     other = RandomSchedule(2, seed=12)
     assert not torch.equal(other.current(), RandomSchedule(2, seed=11).current())
 
