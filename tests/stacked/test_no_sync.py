@@ -92,6 +92,7 @@ def test_evidence_without_read_back_equals_the_checked_estimate():
         quadrature = spec.quadrature(torch.float32, "cpu")
         for weights, zero in ((log_w, False), (with_zero, True)):
             checked = log_evidence(weights, spec)
+            # exact: the same operations on the same tensors, the checks and quadrature only precomputed
             assert torch.equal(log_evidence(weights, spec, zero_weights=zero, quadrature=quadrature), checked)
         # telling "there may be zero weights" when there are none changes nothing
         assert torch.equal(log_evidence(log_w, spec, zero_weights=True), log_evidence(log_w, spec))

@@ -42,7 +42,7 @@ def test_batch_tensors_by_hand(grammar):
     for k, rules in enumerate([full, cut]):
         for x in rules:
             counts[k, x] += 1
-    assert torch.equal(d.counts, counts)
+    assert torch.equal(d.counts, counts)  # exact: integer counts held in floats
     assert grammar.words(d.yields_list[1]) == ["stars", "<unk>"]  # VP pending
     assert d.yield_len.tolist() == [3, 2] and d.yields[1, 2].item() == grammar.pad
     with pytest.raises(ValueError, match="at least one derivation"):
