@@ -30,6 +30,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, NamedTuple
 
@@ -132,10 +133,32 @@ def covariance_surrogate(
 
 
 def _left_points(betas: Tensor | list[float] | None, ref: Tensor) -> tuple[Tensor, Tensor]:
+    """The left points and their widths in ``ref``'s dtype and device.
+
+    A schedule given on the host (a list, or a CPU tensor) is validated and moved once per
+    distinct schedule, dtype and device (:func:`_left_points_on`): a training loop calls this every
+    minibatch with the same schedule, and a copy from pageable host memory would wait for the
+    device's queue each time.
+    """
     if betas is None:
         raise ValueError("the tvo objectives need betas, a schedule 0 = b_0 < ... < b_{d-1} < 1")
+    host = not torch.is_tensor(betas) or (betas.device.type == "cpu" and betas.ndim == 1)
+    if host:
+        try:
+            key = tuple(float(v) for v in betas)
+        except (TypeError, ValueError):
+            host = False  # not a flat sequence of numbers: riemann_weights names what is wrong
+    if host:
+        return _left_points_on(key, ref.dtype, ref.device)
     nodes, weights = riemann_weights(betas, "left")
     return nodes[:-1].to(ref), weights[:-1].to(ref)
+
+
+@functools.lru_cache(maxsize=32)
+def _left_points_on(betas: tuple[float, ...], dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    """:func:`_left_points` of a host schedule, cached (the tensors are only read, never written)."""
+    nodes, weights = riemann_weights(list(betas), "left")
+    return nodes[:-1].to(dtype=dtype, device=device), weights[:-1].to(dtype=dtype, device=device)
 
 
 def _continuous_only(model, objective: str) -> None:

@@ -79,15 +79,37 @@ def test_sorted_rbf_is_the_se_kernel_of_sorted_inputs() -> None:
     np.testing.assert_allclose(k.forward(a, b).detach().numpy(), np.exp(-sq / (2 * 0.37**2)), rtol=1e-10)
 
 
+def test_coordinate_scale_stretches_the_sorted_arm_then_sorts_again() -> None:
+    """``k = exp(-||sort(D sort(a)) - sort(D sort(b))||^2 / (2 l^2))``; unsorted: ``D a`` only."""
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.rand(5, 3, generator=g, dtype=F64), torch.rand(4, 3, generator=g, dtype=F64)
+    scale = np.array([4.0, 2.0, 1.0])
+    for sort in (True, False):
+        k = SortedRBFKernel(sort=sort, coordinate_scale=scale.tolist()).to(F64)
+        k.lengthscale = torch.tensor(0.6, dtype=F64)
+        phi = (lambda x: np.sort(np.sort(x, axis=1) * scale, axis=1)) if sort else (lambda x: x * scale)
+        sa, sb = phi(a.numpy()), phi(b.numpy())
+        sq = ((sa[:, None, :] - sb[None, :, :]) ** 2).sum(-1)
+        np.testing.assert_allclose(k.forward(a, b).detach().numpy(), np.exp(-sq / (2 * 0.6**2)), rtol=1e-10)
+    for bad in ([1.0, 0.0, 1.0], [1.0, float("nan"), 1.0], [[1.0, 1.0, 1.0]]):
+        with pytest.raises(ValueError, match="coordinate_scale must be a vector of finite numbers > 0"):
+            SortedRBFKernel(coordinate_scale=bad)
+    with pytest.raises(ValueError, match="coordinate_scale has 2 entries for arms of 3 coordinates"):
+        SortedRBFKernel(coordinate_scale=[1.0, 2.0]).to(F64).forward(a, b)
+    with pytest.raises(ValueError, match="one entry per arm coordinate"):
+        BanditGP(3, coordinate_scale=[1.0, 2.0])
+
+
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), n_arm=st.integers(2, 6))
-def test_sorted_kernel_is_permutation_invariant_and_unsorted_is_not(seed: int, n_arm: int) -> None:
+@given(seed=st.integers(0, 10_000), n_arm=st.integers(2, 6), stretch=st.booleans())
+def test_sorted_kernel_is_permutation_invariant_and_unsorted_is_not(seed: int, n_arm: int, stretch: bool) -> None:
     g = torch.Generator().manual_seed(seed)
     a = torch.rand(6, n_arm, generator=g, dtype=F64)
     b = torch.rand(5, n_arm, generator=g, dtype=F64)
     perm_a = torch.stack([row[torch.randperm(n_arm, generator=g)] for row in a])
     perm_b = torch.stack([row[torch.randperm(n_arm, generator=g)] for row in b])
-    sorted_k = SortedRBFKernel(sort=True).to(F64)
+    scale = (1.0 + 4.0 * torch.rand(n_arm, generator=g, dtype=F64)).tolist() if stretch else None
+    sorted_k = SortedRBFKernel(sort=True, coordinate_scale=scale).to(F64)
     assert torch.allclose(sorted_k.forward(a, b), sorted_k.forward(perm_a, perm_b), atol=1e-14)
     # a reversed arm is a different point for the unsorted kernel
     plain = SortedRBFKernel(sort=False).to(F64)

@@ -13,7 +13,14 @@ from tvolib.bandit import GPBanditSchedule, RandomSchedule, arm_degeneracy, repl
 from tvolib.bandit import scheduler as scheduler_module
 from tvolib.bandit.fit import fit_ml
 from tvolib.bandit.model import BanditGP, Hyperparameters, training_data
-from tvolib.bandit.protocol import ML_BOUNDS, PROTOCOLS, resolve_protocol, robust_standardize, staggered_upper
+from tvolib.bandit.protocol import (
+    ML_BOUNDS,
+    PROTOCOLS,
+    coordinate_scale,
+    resolve_protocol,
+    robust_standardize,
+    staggered_upper,
+)
 from tvolib.tvo import log_uniform
 
 FAST = dict(raw_samples=64, num_restarts=2, acq_maxiter=30, fit_maxiter=20)
@@ -50,6 +57,29 @@ def test_staggered_domain_follows_the_code():
     assert staggered_upper(3, 0.05, 0.95) == pytest.approx((0.475, 0.95))
     with pytest.raises(ValueError, match="arm_domain='box'"):
         staggered_upper(20, 0.05, 0.95)
+
+
+def test_the_gp_sees_every_coordinate_of_the_staggered_domain_on_the_unit_range():
+    """The code min-max scales each coordinate of a (sorted) arm to [0, 1] by its own range, then
+    sorts: the GP's feature of an arm is ``sort((b_k - lo) / (u_k - lo))``. Its corners are the unit
+    cube's; in a box the stretch is 1."""
+    s = GPBanditSchedule(5, device="cpu")
+    assert s.coordinate_scale == pytest.approx((4.8, 0.9 / 0.425, 0.9 / 0.6625, 1.0))
+    assert GPBanditSchedule(5, arm_domain="box", device="cpu").coordinate_scale == (1.0,) * 4
+    hp = Hyperparameters(0.5, 1.0, 0.1)
+    gp = BanditGP(4, priors=False, coordinate_scale=s.coordinate_scale, hyperparameters=hp)
+    upper = np.array(s.upper)
+    feature = lambda arm: np.sort((np.sort(arm) - s.lo) / (upper - s.lo))  # noqa: E731
+    norm = lambda arm: torch.tensor([[(b - s.lo) / (s.hi - s.lo) for b in arm] + [1.0]])  # noqa: E731
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a, b = (np.sort(s.lo + (upper - s.lo) * rng.random(4)) for _ in range(2))  # arms in the domain
+        expected = math.exp(-((feature(a) - feature(b)) ** 2).sum() / (2 * hp.lengthscale**2))
+        assert float(gp.covar(norm(a), norm(b))) == pytest.approx(expected, rel=1e-12)
+        assert float(gp.covar(norm(a), norm(b[::-1].copy()))) == pytest.approx(expected, rel=1e-12)  # invariant
+    np.testing.assert_allclose(feature(upper), 1.0) and np.testing.assert_allclose(feature([s.lo] * 4), 0.0)
+    with pytest.raises(ValueError, match="every upper bound must exceed lo"):
+        coordinate_scale(0.3, (0.2, 0.95))
 
 
 def test_random_arms_lean_towards_small_betas_like_the_log_schedule():

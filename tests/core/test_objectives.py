@@ -185,6 +185,34 @@ def test_bad_requests_raise_clear_errors():
         compute_loss("tvo", vae, x, 2, [0.0, 0.5, 0.3])
 
 
+def test_a_host_schedule_is_moved_once_and_gives_the_same_loss():
+    """The left points of a schedule on the host are validated and moved once (a training loop
+    passes the same schedule every minibatch); the loss equals the one from a fresh copy."""
+    from tvolib.objectives import _left_points, _left_points_on
+
+    vae = build_model("vae", hidden=(8,), latent_dim=2)
+    x = torch.bernoulli(torch.rand(3, 784, generator=torch.Generator().manual_seed(0)))
+    betas = log_uniform(4, 0.025)
+    ref = torch.zeros(1, dtype=torch.float32)
+    first = _left_points(betas, ref)
+    assert all(a is b for a, b in zip(first, _left_points(betas.clone(), ref)))  # a cache hit
+    assert all(a is b for a, b in zip(first, _left_points(betas.tolist(), ref)))  # list or tensor alike
+    assert first[0].dtype == torch.float32 and _left_points(betas, ref.double())[0].dtype == torch.float64
+    nodes, weights = riemann_weights(betas, "left")
+    torch.testing.assert_close(first, (nodes[:-1].float(), weights[:-1].float()), rtol=0, atol=0)
+    losses = []
+    for _ in range(2):
+        _left_points_on.cache_clear()
+        torch.manual_seed(1)
+        losses.append(compute_loss("tvo", vae, x, 4, betas).loss)
+    torch.manual_seed(1)
+    assert compute_loss("tvo", vae, x, 4, betas).loss == losses[0] == losses[1]  # same path, same inputs
+    with pytest.raises(ValueError, match="strictly increasing|non-increasing"):
+        _left_points(torch.tensor([0.0, 0.5, 0.3]), ref)
+    with pytest.raises(ValueError, match="1-D sequence"):
+        _left_points(torch.tensor([[0.0, 0.5]]), ref)  # not a flat schedule: riemann_weights says why
+
+
 @pytest.mark.parametrize("objective", ["tvo", "tvo_reparam"])
 def test_tvo_family_refuses_a_single_sample(objective):
     vae = build_model("vae", hidden=(8,), latent_dim=2)

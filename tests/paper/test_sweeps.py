@@ -30,14 +30,14 @@ NEW_FIGURES = ("fig10_bandit_protocol", "fig11_bandit_budget")
                                             ("paper", "3661015cbf7a912a")])
 def test_fixed_schedule_digests_are_unchanged(name, expected):
     """Cached image runs of fixed schedules still resolve: their digests are those of the configs
-    before the bandit's revisions 2 and 3 (a hash of every distinct config's kind and digest)."""
+    before the bandit's revisions 2 to 4 (a hash of every distinct config's kind and digest)."""
     configs = [c for stem, fn in sweeps.FIGURES.items() if stem not in NEW_FIGURES for c in fn(name)]
     fixed = [c for c in configs if c.kind == "tvo" and c.schedule not in BANDIT_FAMILY]
     assert digest_hash(fixed) == expected
 
 
-@pytest.mark.parametrize("name, expected", [("smoke", "d78eab95001a9765"), ("quick", "851c01482bb65ab0"),
-                                            ("paper", "a6648fb450249bc5")])
+@pytest.mark.parametrize("name, expected", [("smoke", "e3cf0e8255800ef8"), ("quick", "5f2eab4428039a4f"),
+                                            ("paper", "fe5ace98c1670627")])
 def test_every_config_digest_is_pinned(name, expected):
     """Every config's digest, bandit runs included (their cache keys carry the bandit's revision).
     The smoke and paper values are also those before the PCFG's new options (left out of the digest

@@ -64,8 +64,10 @@ class BanditScheduleBase(Schedule):
     #: Revision 2: round 0 may start at ``step(0, L_0)`` (reward ``L_w - L_0``), early updates fire
     #: on a drop strictly greater than ``early_drop`` (exact comparison), and non-finite evidence
     #: is ignored instead of starting the next window. Revision 3: the protocol of the authors'
-    #: code by default (:mod:`tvolib.bandit.protocol`).
-    REVISION: ClassVar[int] = 3
+    #: code by default (:mod:`tvolib.bandit.protocol`). Revision 4: the GP stretches each sorted
+    #: coordinate onto its own range in the arm domain, as the code's min-max scaling does
+    #: (:func:`~tvolib.bandit.protocol.coordinate_scale`; no change in a box domain).
+    REVISION: ClassVar[int] = 4
 
     def __init__(
         self,
@@ -264,7 +266,8 @@ class BanditScheduleBase(Schedule):
         fit_evals, n_obs, n_dropped, t_origin, t_pred, y_mean, y_std`` (the decision; GP fields are
         None for random rounds; hyperparameters and ``acq_value`` are in the GP's units: normalised
         arm and time, standardised rewards), and the configuration ``d, lo, hi, upper, sort,
-        time_varying, max_observations, reward_rule, protocol, corner_guards, standardize`` so
+        time_varying, max_observations, reward_rule, protocol, corner_guards, standardize`` (and the
+        GP's ``coordinate_scale``) so
         :func:`tvolib.bandit.reward_posterior` can rebuild the GP from the rows alone.
         """
         return [{k: (list(v) if isinstance(v, list) else v) for k, v in row.items()} for row in self._history]

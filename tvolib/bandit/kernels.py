@@ -16,6 +16,8 @@ The GP input is ``x = [normalised arm (n_arm columns), normalised time (1 column
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from gpytorch.constraints import Positive
 from gpytorch.kernels import Kernel, RBFKernel
@@ -105,20 +107,39 @@ class TimeDecayKernel(Kernel):
 class SortedRBFKernel(RBFKernel):
     """Squared-exponential kernel on ``Phi(b)``, the sorted arm (paper Section 4.2, Appendix B).
 
-    ``k(b, b') = exp(-||sort(b) - sort(b')||^2 / (2 l^2))`` with one length-scale ``l`` shared by
-    all coordinates (the paper's ``sigma_beta``). With ``sort=True`` the kernel, and so the GP
-    posterior and the acquisition, are invariant to permutations of the arm; sorting is applied
-    to both arguments inside the kernel, hence identically to training and prediction points.
-    ``sort=False`` is the plain RBF (the non-permutation-invariant ablation).
+    ``k(b, b') = exp(-||Phi(b) - Phi(b')||^2 / (2 l^2))`` with one length-scale ``l`` shared by all
+    coordinates (the paper's ``sigma_beta``) and ``Phi(b) = sort(b)``, or, with a fixed
+    ``coordinate_scale`` ``D``, ``Phi(b) = sort(D sort(b))``. With ``sort=True`` the kernel, and so
+    the GP posterior and the acquisition, are invariant to permutations of the arm; sorting is
+    applied to both arguments inside the kernel, hence identically to training and prediction
+    points. ``sort=False`` is the plain RBF on ``D b`` (the non-permutation-invariant ablation).
+
+    ``coordinate_scale`` is the authors' code's per-coordinate min-max scaling: when coordinate ``k``
+    of the sorted arm lives in ``[lo, u_k]`` (the staggered arm domain) and inputs are normalised by
+    ``[lo, max u]``, the scale ``(max u - lo) / (u_k - lo)`` maps each coordinate's range onto
+    ``[0, 1]``. The code then sorts the scaled vector; on the sorted arms it trains with, that is
+    ``sort(D sort(b))``, and sorting first (in beta units) keeps the kernel invariant to permutations
+    of ``b`` where the code's is not (one of its known defects).
     """
 
-    def __init__(self, sort: bool = True, **kwargs) -> None:
+    def __init__(self, sort: bool = True, coordinate_scale: Sequence[float] | Tensor | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.sort = bool(sort)
+        scale = None if coordinate_scale is None else torch.as_tensor(coordinate_scale, dtype=torch.float64)
+        if scale is not None and (scale.ndim != 1 or not bool(torch.isfinite(scale).all() & (scale > 0).all())):
+            raise ValueError(f"coordinate_scale must be a vector of finite numbers > 0; got {coordinate_scale!r}")
+        self.register_buffer("coordinate_scale", scale)
 
     def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:
         if self.sort:
             x1 = torch.sort(x1, dim=-1).values
             x2 = torch.sort(x2, dim=-1).values
+        if self.coordinate_scale is not None:
+            if self.coordinate_scale.shape[0] != x1.shape[-1]:
+                raise ValueError(f"coordinate_scale has {self.coordinate_scale.shape[0]} entries for arms of "
+                                 f"{x1.shape[-1]} coordinates")
+            x1, x2 = x1 * self.coordinate_scale, x2 * self.coordinate_scale
+            if self.sort:  # the code sorts the scaled vector (class docstring)
+                x1, x2 = torch.sort(x1, dim=-1).values, torch.sort(x2, dim=-1).values
         return super().forward(x1, x2, diag=diag, **params)
 

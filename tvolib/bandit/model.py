@@ -1,9 +1,13 @@
 """The time-varying, permutation-invariant GP surrogate of the bandit (paper Section 4.1, Appendix B).
 
 Model: ``y = f(x) + eps``, ``f ~ GP(0, k)``, ``eps ~ N(0, noise)``, on inputs
-``x = [sort(arm) normalised to [0, 1], t normalised to [0, 1]]`` with
-``k(x, x') = exp(-||sort(b) - sort(b')||^2 / (2 l^2)) * (1 - omega)^{|t - t'| / 2}`` and rewards
+``x = [arm normalised by the arm domain's [lo, hi], t normalised to [0, 1]]`` with
+``k(x, x') = exp(-||Phi(b) - Phi(b')||^2 / (2 l^2)) * (1 - omega)^{|t - t'| / 2}`` and rewards
 ``y`` standardised (zero mean, unit variance), so the kernel has no output scale (Appendix B).
+``Phi(b) = sort(b)`` in a box domain; in the code's staggered domain, where coordinate ``k`` of a
+sorted arm has a range of its own, ``Phi(b) = sort(D sort(b))`` with ``D`` (``coordinate_scale``,
+fixed) scaling each range onto ``[0, 1]`` as the authors' code does
+(:class:`~tvolib.bandit.kernels.SortedRBFKernel`).
 
 Hyperparameters ``(l, omega, noise)`` are fitted (:mod:`tvolib.bandit.fit`) by MAP, i.e. by maximising
 ``log N(y | 0, K + noise I) + log p(l) + log p(rho) + log p(noise)`` (Appendix B, Eq. 19, with
@@ -26,6 +30,7 @@ acquisition functions and ``optimize_acqf`` run on it unchanged.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -197,7 +202,9 @@ class BanditGP(Model):
     """Exact GP with the product kernel of Section 4.1 on ``x = [arm (n_arm cols), t (1 col)]``.
 
     ``sort=False`` drops the projection Phi (unsorted ablation); ``time_varying=False`` drops the
-    time kernel (omega fixed at 0, the time-invariant GP). Call :meth:`set_train_data` to condition
+    time kernel (omega fixed at 0, the time-invariant GP); ``coordinate_scale`` ``(n_arm,)`` is the
+    fixed stretch of the sorted arm's coordinates (:class:`~tvolib.bandit.kernels.SortedRBFKernel`;
+    :func:`~tvolib.bandit.protocol.coordinate_scale` computes it from the arm domain). Call :meth:`set_train_data` to condition
     on data; :meth:`posterior` then gives the posterior of Section 4.1 (Eqs. GP_mean, GP_var) in
     standardised units.
     """
@@ -214,6 +221,7 @@ class BanditGP(Model):
         time_varying: bool = True,
         hyperparameters: Hyperparameters | None = None,
         priors: bool = True,
+        coordinate_scale: Sequence[float] | None = None,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:
@@ -223,8 +231,12 @@ class BanditGP(Model):
         self.n_arm = int(n_arm)
         self.has_priors = bool(priors)
         self.time_varying = bool(time_varying)
+        if coordinate_scale is not None and len(coordinate_scale) != self.n_arm:
+            raise ValueError(f"coordinate_scale needs one entry per arm coordinate ({self.n_arm}); "
+                             f"got {len(coordinate_scale)}")
         self.spatial = SortedRBFKernel(
             sort=sort,
+            coordinate_scale=coordinate_scale,
             lengthscale_prior=(
                 LogNormalPrior(math.sqrt(2) + 0.5 * math.log(n_arm), math.sqrt(3)) if priors else None
             ),

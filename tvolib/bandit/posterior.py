@@ -45,10 +45,13 @@ def _flag(value: Any) -> bool:
     return bool(value) and not (isinstance(value, float) and math.isnan(value))
 
 
+def _present(value: Any) -> bool:
+    """Whether a field holds a value (neither None nor the NaN of a missing CSV cell)."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
 def _optional_int(value: Any) -> int | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return int(value)
+    return int(value) if _present(value) else None
 
 
 def observations(
@@ -117,8 +120,9 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
             f"{data.t_origin}, recorded {row['n_obs']} from round {row['t_origin']}"
         )
     hp = Hyperparameters(float(row["lengthscale"]), float(row["rho"]), float(row["noise"]))
+    scale = row.get("coordinate_scale")  # rows written before the bandit's revision 4 have none
     gp = BanditGP(n_arm, sort=_flag(row["sort"]), time_varying=_flag(row["time_varying"]), hyperparameters=hp,
-                  device="cpu")
+                  coordinate_scale=_vector(scale) if _present(scale) else None, device="cpu")
     gp.set_train_data(data.X, data.y)
 
     g = torch.as_tensor(np.asarray(grid, dtype=np.float64) if not torch.is_tensor(grid) else grid, dtype=torch.float64)

@@ -10,8 +10,9 @@ like a 2-point one). Two presets:
   random arms until ``3 d`` observations exist (``d`` = the number of partitions ``K``); arms in a
   box with lower bound 0.05 and staggered upper bounds ``0.95 k / (d - 1)`` for coordinate
   ``k = 1..d-1`` (0.7 for ``d = 2``), so random arms lean towards small betas like the log
-  schedule; two pseudo-observations at the all-lower and all-upper corners with the worst reward
-  seen, and a random arm if the acquisition still proposes the all-lower corner; proposals rounded
+  schedule, and the GP scales each coordinate of a sorted arm by its own range onto ``[0, 1]``
+  (:func:`coordinate_scale`); two pseudo-observations at the all-lower and all-upper corners with
+  the worst reward seen, and a random arm if the acquisition still proposes the all-lower corner; proposals rounded
   to 4 decimals; the last ``30 d`` rewards standardised, those with ``|z| > 3`` dropped and the rest
   standardised again; ``kappa = log(N + 2)``; hyperparameters by type-II maximum likelihood from 200
   random starts then L-BFGS-B within the code's bounds (:data:`ML_BOUNDS`); the reward from the
@@ -35,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -46,6 +48,7 @@ __all__ = [
     "ROUND_DECIMALS",
     "STAGGERED_UPPER_D2",
     "arm_degeneracy",
+    "coordinate_scale",
     "resolve_protocol",
     "robust_standardize",
     "size_defaults",
@@ -168,6 +171,29 @@ def staggered_upper(d: int, lo: float, hi: float) -> tuple[float, ...]:
             f"{upper[0]:.4g} is not above the lower bound for d = {d}; use arm_domain='box' or a smaller lo"
         )
     return upper
+
+
+def coordinate_scale(lo: float, upper: Sequence[float]) -> tuple[float, ...]:
+    """The GP's stretch of each sorted arm coordinate onto its own range (the code's min-max scaling).
+
+    The GP's inputs are arms normalised by ``[lo, max(upper)]``; coordinate ``k`` of a sorted arm in
+    the domain lies in ``[lo, upper_k]``, so ``(max(upper) - lo) / (upper_k - lo)`` maps its range
+    onto ``[0, 1]``. The authors' code min-max scales every coordinate of its staggered domain to
+    ``[0, 1]``, and its length-scale bounds (:data:`ML_BOUNDS`) are in those units; without the
+    stretch the first coordinates' ranges are a fraction of the length scale (at ``d = 10`` the
+    first spans 0.06 of the unit range) and the GP cannot tell their values apart. In a box every
+    entry is 1. The kernel sorts the arm, scales it, and sorts the result, which on sorted arms is
+    the code's scale-then-sort and, unlike the code's, invariant to permutations of the arm
+    (:class:`~tvolib.bandit.kernels.SortedRBFKernel`).
+
+    Example:
+        >>> [round(s, 3) for s in coordinate_scale(0.05, staggered_upper(5, 0.05, 0.95))]
+        [4.8, 2.118, 1.358, 1.0]
+    """
+    hi = max(upper)
+    if not all(u > lo for u in upper):
+        raise ValueError(f"every upper bound must exceed lo = {lo}; got {list(upper)}")
+    return tuple((hi - lo) / (u - lo) for u in upper)
 
 
 def robust_standardize(rewards: Tensor, z_max: float = 3.0) -> tuple[Tensor, float, float]:

@@ -43,7 +43,7 @@ from .base import BanditScheduleBase
 from .fit import fit_map, fit_ml
 from .model import BanditGP, Hyperparameters, training_data
 from .posterior import observations
-from .protocol import resolve_protocol, size_defaults
+from .protocol import coordinate_scale, resolve_protocol, size_defaults
 from .reward import evidence_spec_for
 
 __all__ = ["BanditScheduleBase", "GPBanditSchedule", "RandomSchedule", "evidence_spec_for"]
@@ -154,6 +154,8 @@ class GPBanditSchedule(BanditScheduleBase):
         hp = initial_hyperparameters or Hyperparameters(rho=2.0 if self.time_varying else 0.0)
         self._hp: Hyperparameters = hp.validate()
         self.device = resolve_device(device)
+        #: The GP's stretch of each sorted coordinate onto its own range in the arm domain.
+        self.coordinate_scale = coordinate_scale(self.lo, self.upper)
 
     @staticmethod
     def _check_kappa(kappa: Any) -> float | str:
@@ -170,7 +172,8 @@ class GPBanditSchedule(BanditScheduleBase):
     def _config_row(self) -> dict[str, Any]:
         row = super()._config_row()
         row.update(time_varying=self.time_varying, max_observations=self.max_observations,
-                   corner_guards=self.corner_guards, standardize=self.standardize)
+                   corner_guards=self.corner_guards, standardize=self.standardize,
+                   coordinate_scale=list(self.coordinate_scale))
         return row
 
     def _config(self) -> dict[str, Any]:
@@ -225,7 +228,7 @@ class GPBanditSchedule(BanditScheduleBase):
             guards=self.corner_arms() if self.corner_guards else None, device=self.device,
         )
         gp = BanditGP(self.n_arm, sort=self._sort, time_varying=self.time_varying, hyperparameters=self._hp,
-                      priors=self.fit == "map", device=self.device)
+                      priors=self.fit == "map", coordinate_scale=self.coordinate_scale, device=self.device)
         gp.set_train_data(data.X, data.y)
         if self.fit == "map":
             fit = fit_map(gp, maxiter=self.fit_maxiter)
