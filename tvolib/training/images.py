@@ -274,7 +274,7 @@ class ImageTask(Task):
     def load_optimiser_states(self, states: list[dict[str, Any]]) -> None:
         super().load_optimiser_states([merge_adam_states(states)] if len(states) == 2 else states)
 
-    def _loss(self, x: Tensor, betas: Tensor) -> LossOutput:
+    def _loss(self, x: Tensor, betas: Tensor | list[float]) -> LossOutput:
         with autocast_scope(self.config.precision, self.device):  # bf16: the networks; densities in fp32
             if self.compiled is None:
                 return compute_loss(self.config.objective, self.model, x, self.config.S, betas)
@@ -307,26 +307,37 @@ class ImageTask(Task):
         x_epoch = self.data.train_epoch(self.generators["data"])
         n = x_epoch.shape[0]
         perm = torch.randperm(n, generator=self.generators["shuffle"]).to(dev)
-        n_batches = math.ceil(n / config.batch_size)
+        schedule = [float(v) for v in betas.tolist()]
+        outputs = self.minibatch_steps(x_epoch, perm, schedule)
+        sums, two_losses = self._epoch_sums(outputs, dev), outputs[-1].phi_loss is not None
+        means = (sums / n).tolist()
+        row: dict[str, Any] = {"epoch": epoch, "loss": means[0], **({"phi_loss": means[1]} if two_losses else {})}
+        row.update(train_elbo=means[2], train_iwae=means[3], train_evidence=means[4], betas=schedule)
+        self._x_epoch = x_epoch
+        return row
+
+    def minibatch_steps(self, x_epoch: Tensor, perm: Tensor, betas: list[float]) -> list[LossOutput]:
+        """One Adam step per minibatch of ``x_epoch[perm]``; returns the detached outputs.
+
+        Nothing is read back from the device: the schedule is a list of host floats, which the
+        objective moves to the device once (the first minibatch) and reuses; losses go to
+        ``self.loss_log`` on the device.
+        """
+        config, dev = self.config, self.device
+        n_batches = math.ceil(x_epoch.shape[0] / config.batch_size)
         self.loss_log = torch.zeros(n_batches, 2, device=dev)
         outputs = []
         with matmul_scope(config.precision, dev):  # tf32: TF32 matmuls forward and backward (CUDA)
             for b in range(n_batches):
                 xb = x_epoch[perm[b * config.batch_size:(b + 1) * config.batch_size]]
-                out = self._loss(xb, betas)  # betas stay on the CPU: the objective validates them without a sync
+                out = self._loss(xb, betas)
                 self.loss_log[b, 0] = out.loss.detach()
                 if out.phi_loss is not None:
                     self.loss_log[b, 1] = out.phi_loss.detach()
                 self._step(out)
                 outputs.append(out._replace(loss=out.loss.detach(), log_w=out.log_w.detach(),
                                             phi_loss=None if out.phi_loss is None else out.phi_loss.detach()))
-        sums, two_losses = self._epoch_sums(outputs, dev), outputs[-1].phi_loss is not None
-        means = (sums / n).tolist()
-        row: dict[str, Any] = {"epoch": epoch, "loss": means[0], **({"phi_loss": means[1]} if two_losses else {})}
-        row.update(train_elbo=means[2], train_iwae=means[3], train_evidence=means[4],
-                   betas=[float(v) for v in betas.tolist()])
-        self._x_epoch = x_epoch
-        return row
+        return outputs
 
     def _epoch_sums(self, outputs: list[LossOutput], dev: torch.device) -> Tensor:
         """Sums over the epoch's points of loss, phi_loss, ELBO, IWAE-S and evidence, float64 ``(5,)``.
