@@ -199,6 +199,7 @@ def test_a_host_schedule_is_moved_once_and_gives_the_same_loss():
     assert all(a is b for a, b in zip(first, _left_points(betas.tolist(), ref)))  # list or tensor alike
     assert first[0].dtype == torch.float32 and _left_points(betas, ref.double())[0].dtype == torch.float64
     nodes, weights = riemann_weights(betas, "left")
+    # exact: the same float64 values converted to float32 by the same operation
     torch.testing.assert_close(first, (nodes[:-1].float(), weights[:-1].float()), rtol=0, atol=0)
     losses = []
     for _ in range(2):

@@ -2,9 +2,9 @@
 
 On CUDA (``-k cuda``) the loop runs under ``torch.cuda.set_sync_debug_mode("error")``, which also
 catches copies from pageable host memory. On the CPU, what changed for it is checked: the schedule
-is validated and moved to the device once, not once per minibatch (the optimiser's step counter
-is read on the host by ``torch.optim.Adam``, so the read-back guard of the stacked loop's test, which
-uses its own optimiser, does not apply here).
+is validated and moved to the device once, not once per minibatch (``torch.optim.Adam`` reads its
+step counter on the host, so forbidding every read-back, as the stacked loop's test does with its
+own optimiser, is not possible here).
 """
 from __future__ import annotations
 
