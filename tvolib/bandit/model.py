@@ -204,9 +204,9 @@ class BanditGP(Model):
     ``sort=False`` drops the projection Phi (unsorted ablation); ``time_varying=False`` drops the
     time kernel (omega fixed at 0, the time-invariant GP); ``coordinate_scale`` ``(n_arm,)`` is the
     fixed stretch of the sorted arm's coordinates (:class:`~tvolib.bandit.kernels.SortedRBFKernel`;
-    :func:`~tvolib.bandit.protocol.coordinate_scale` computes it from the arm domain). Call :meth:`set_train_data` to condition
-    on data; :meth:`posterior` then gives the posterior of Section 4.1 (Eqs. GP_mean, GP_var) in
-    standardised units.
+    :func:`~tvolib.bandit.protocol.coordinate_scale` computes it from the arm domain). Call
+    :meth:`set_train_data` to condition on data; :meth:`posterior` then gives the posterior of
+    Section 4.1 (Eqs. GP_mean, GP_var) in standardised units.
     """
 
     @property

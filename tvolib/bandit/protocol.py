@@ -12,11 +12,12 @@ like a 2-point one). Two presets:
   ``k = 1..d-1`` (0.7 for ``d = 2``), so random arms lean towards small betas like the log
   schedule, and the GP scales each coordinate of a sorted arm by its own range onto ``[0, 1]``
   (:func:`coordinate_scale`); two pseudo-observations at the all-lower and all-upper corners with
-  the worst reward seen, and a random arm if the acquisition still proposes the all-lower corner; proposals rounded
-  to 4 decimals; the last ``30 d`` rewards standardised, those with ``|z| > 3`` dropped and the rest
-  standardised again; ``kappa = log(N + 2)``; hyperparameters by type-II maximum likelihood from 200
-  random starts then L-BFGS-B within the code's bounds (:data:`ML_BOUNDS`); the reward from the
-  trapezoid evidence over 50 log-spaced points, as window means (:mod:`tvolib.bandit.reward`).
+  the worst reward seen, and a random arm if the acquisition still proposes the all-lower corner;
+  proposals rounded to 4 decimals; the last ``30 d`` rewards standardised, those with
+  ``|z| > 3`` dropped and the rest standardised again; ``kappa = log(N + 2)``; hyperparameters by
+  type-II maximum likelihood from 200 random starts then L-BFGS-B within the code's bounds
+  (:data:`ML_BOUNDS`); the reward from the trapezoid evidence over 50 log-spaced points, as window
+  means (:mod:`tvolib.bandit.reward`).
 * ``"paper-text"`` (what the text alone specifies; the earlier behaviour of this package): a
   random arm during burn-in; ``max(3, d)`` random rounds; the box ``[0.05, 0.95]`` for every
   coordinate; no corner guards; clamp, sort and push points ``min_gap`` apart; all rewards
