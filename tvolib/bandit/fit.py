@@ -64,6 +64,7 @@ def fit_map(
     start = time.perf_counter()
     previous = gp.get_hyperparameters()
     params = gp._raw_parameters()
+    saved = [p.detach().clone() for p in params]  # restored exactly on failure (no round trip)
     names = ["lengthscale"] + (["rho"] if gp.temporal is not None else []) + ["noise"]
     constraints = [gp.spatial.raw_lengthscale_constraint]
     if gp.temporal is not None:
@@ -125,7 +126,10 @@ def fit_map(
     except Exception as exc:  # noqa: BLE001 - any numerical failure means: keep the previous values
         ok = False
         message = f"{type(exc).__name__}: {exc}"
-        gp.set_hyperparameters(previous)
+        with torch.no_grad():
+            for p, v in zip(params, saved):
+                p.copy_(v)
+        gp._cache = {}
         warnings.warn(
             f"GP hyperparameter fit failed ({message}); keeping the previous values {previous}",
             RuntimeWarning,
