@@ -254,3 +254,60 @@ def test_gpucb_equals_botorch_ucb_and_eq_8() -> None:
     mean, var = gp.mean_and_variance(torch.tensor(Xs))
     assert torch.allclose(mine, theirs, atol=1e-10)
     assert torch.allclose(mine, mean + math.sqrt(7.5) * var.sqrt(), atol=1e-10)
+
+
+def test_trend_term_is_added_to_the_arm_kernel_and_left_out_of_the_arm_posterior() -> None:
+    """k = (1 - phi) k_b k_T + phi exp(-dt^2 / (2 l_t^2)); the arm's posterior uses only the first
+    part in k_* and k(x, x) (the trend's share of the prediction is the same for every arm)."""
+    n_arm, ls, omega, noise, phi, lt = 3, 0.35, 0.4, 0.05, 0.7, 0.3
+    X, y, Xs = problem(n_arm=n_arm)
+    hp = Hyperparameters(ls, float(omega_to_rho(omega)), noise, trend_share=phi, trend_lengthscale=lt)
+    gp = BanditGP(n_arm, hyperparameters=hp, trend=True)
+    gp.set_train_data(torch.tensor(X), torch.tensor(y))
+    assert gp.get_hyperparameters().trend_share == pytest.approx(phi, rel=1e-12)
+    assert gp.get_hyperparameters().trend_lengthscale == pytest.approx(lt, rel=1e-12)
+
+    def trend(A, B):
+        return np.exp(-((A[:, None, n_arm] - B[None, :, n_arm]) ** 2) / (2 * lt**2))
+
+    arm = lambda A, B: (1 - phi) * numpy_kernel(A, B, n_arm, ls, omega, True, True)  # noqa: E731
+    K = arm(X, X) + phi * trend(X, X) + noise * np.eye(len(y))
+    for component, ks, prior in (("total", arm(X, Xs) + phi * trend(X, Xs), 1.0), ("arm", arm(X, Xs), 1 - phi)):
+        mean, var = gp.mean_and_variance(torch.tensor(Xs), component=component)
+        np.testing.assert_allclose(mean.detach().numpy(), ks.T @ np.linalg.solve(K, y), atol=1e-9)
+        np.testing.assert_allclose(var.detach().numpy(), prior - np.einsum("ij,ij->j", ks, np.linalg.solve(K, ks)),
+                                   atol=1e-9)
+    # all arms at one time: the total and arm means differ by one number, the trend's prediction
+    same_t = torch.tensor(Xs)
+    diff = gp.mean_and_variance(same_t)[0] - gp.mean_and_variance(same_t, component="arm")[0]
+    assert torch.allclose(diff, diff[:1].expand_as(diff), atol=1e-12)
+    with pytest.raises(ValueError, match="component"):
+        gp.mean_and_variance(same_t, component="trend")
+    # without a trend both components are the whole posterior
+    plain = BanditGP(n_arm, hyperparameters=hp)
+    plain.set_train_data(torch.tensor(X), torch.tensor(y))
+    for a, b in zip(plain.mean_and_variance(same_t), plain.mean_and_variance(same_t, component="arm")):
+        assert torch.equal(a, b)
+
+
+def test_batched_start_screening_equals_the_objective_with_scaling_and_trend() -> None:
+    """The ML fit screens its random starts with a batched copy of the kernel: it must be the model's
+    objective, coordinate scaling and trend included."""
+    from tvolib.bandit.fit import _batched_objective
+
+    X, y, _ = problem(n_arm=3)
+    hps = [Hyperparameters(0.4, 1.0, 0.05, 0.3, 0.5), Hyperparameters(1.1, 0.2, 0.2, 0.9, 0.2)]
+    for trend in (False, True):
+        gp = BanditGP(3, priors=False, coordinate_scale=[3.0, 1.5, 1.0], trend=trend)
+        gp.set_train_data(torch.tensor(X), torch.tensor(y))
+        batched = _batched_objective(gp, hps)
+        for value, hp in zip(batched, hps):
+            gp.set_hyperparameters(hp)
+            assert float(value) == pytest.approx(float(gp.negative_log_posterior().detach()), rel=1e-9)
+
+
+def test_trend_hyperparameters_are_checked() -> None:
+    with pytest.raises(ValueError, match="trend_share"):
+        Hyperparameters(trend_share=1.0).validate()
+    with pytest.raises(ValueError, match="trend_lengthscale"):
+        Hyperparameters(trend_lengthscale=0.0).validate()

@@ -127,13 +127,29 @@ def test_robust_standardisation_drops_outliers_then_standardises_the_rest():
 def test_corner_guards_are_two_worst_observations_at_the_latest_time():
     arms = torch.tensor([[0.2, 0.5], [0.3, 0.6], [0.1, 0.4]], dtype=torch.float64)
     corners = GPBanditSchedule(3).corner_arms()
-    assert corners.tolist() == [[0.05, 0.05], [0.475, 0.95]]
+    assert corners.tolist() == [[0.05, 0.05], [0.95, 0.95]]  # the code's arms, in beta units
     data = training_data(arms, torch.tensor([0.0, 1.0, 2.0]), torch.tensor([1.0, 3.0, 2.0]), lo=0.05, hi=0.95,
                          t_pred=3, standardize="robust", guards=corners)
     assert data.n_guards == 2 and data.X.shape == (5, 3)
     assert data.y[3:].tolist() == [data.y[:3].min().item()] * 2  # the worst reward seen
     assert data.X[3:, -1].tolist() == [data.X[2, -1].item()] * 2  # at the latest observation's time
-    assert data.X[3, :2].tolist() == [0.0, 0.0] and data.X[4, :2].tolist() == pytest.approx([0.425 / 0.9, 1.0])
+    assert data.X[3, :2].tolist() == [0.0, 0.0] and data.X[4, :2].tolist() == [1.0, 1.0]
+
+
+def test_the_upper_guard_is_where_the_code_puts_it():
+    """The code's upper guard is the arm [0.95] * (K - 1), min-max scaled per coordinate of the
+    staggered box like every input: (0.95 - 0.05) / (u_k - 0.05), far outside the unit cube (about
+    (4.8, 2.1, 1.36, 1) at K = 5), not the domain's upper corner (1, 1, 1, 1)."""
+    for d in (3, 5, 10):
+        s = GPBanditSchedule(d, device="cpu")
+        gp = BanditGP(d - 1, coordinate_scale=s.coordinate_scale, device="cpu")
+        x = (s.corner_arms() - s.lo) / (s.hi - s.lo)
+        lower, upper = gp.spatial.features(x).tolist()
+        code = sorted((0.95 - 0.05) / (u - 0.05) for u in staggered_upper(d, 0.05, 0.95))
+        assert lower == [0.0] * (d - 1)
+        assert upper == pytest.approx(code, rel=1e-12), (d, upper, code)
+    assert sorted(upper)[-1] == pytest.approx(16.2)  # d = 10: 0.9 / (0.95 / 9 - 0.05)
+    assert [round(v, 2) for v in sorted(GPBanditSchedule(5).coordinate_scale)] == [1.0, 1.36, 2.12, 4.8]
 
 
 def test_a_proposal_at_the_all_lower_corner_is_replaced_by_a_random_arm(monkeypatch):

@@ -20,10 +20,11 @@ from tvolib.tvo import EvidenceSpec
 
 
 def test_evidence_specs() -> None:
+    assert evidence_spec_for("rate") == evidence_spec_for("code")  # the closer estimate of log p(x)
     assert evidence_spec_for("paper") == EvidenceSpec.paper(50)
     assert evidence_spec_for("code") == EvidenceSpec.authors_code(50)
-    assert REWARD_RULES == ("paper", "code")
-    with pytest.raises(ValueError, match=r"reward must be one of \('paper', 'code'\); got 'mean'"):
+    assert REWARD_RULES == ("paper", "code", "rate")
+    with pytest.raises(ValueError, match=r"reward must be one of \('paper', 'code', 'rate'\); got 'mean'"):
         evidence_spec_for("mean")
 
 
@@ -65,3 +66,8 @@ def test_window_rewards() -> None:
     assert mean == pytest.approx(np.mean(values)) and reward == pytest.approx(np.mean(values) + 100.0)
     reward, mean = window_reward("code", start=-94.0, end=-90.0, values=[-92.0, -90.0], previous_mean=-97.0)
     assert (reward, mean) == (pytest.approx(-91.0 + 97.0), -91.0)
+    # the rate: the paper's L_end - L_start per epoch of the window; drops measured from L_start
+    assert window_reward("rate", start=-100.0, end=-97.0, values=[-99.0, -97.0], previous_mean=None, length=2) == (1.5, None)
+    assert reward_reference("rate", -10.0, -5.0) == -10.0
+    with pytest.raises(ValueError, match="length"):
+        window_reward("rate", start=-100.0, end=-97.0, values=[-97.0], previous_mean=None)

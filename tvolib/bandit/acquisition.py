@@ -67,6 +67,11 @@ def theorem1_kappa(n_rounds: int, dim: int, *, delta: float = 0.1, a: float = 1.
 class GPUCB(AcquisitionFunction):
     """``mu(x) + sqrt(kappa) sigma(x)`` (Eq. 17) on a :class:`BanditGP`, ``q = 1``.
 
+    The posterior is the arm effect's (``component="arm"``): with a trend term in the GP, the
+    trend's share is the same for every arm at the time of the acquisition and is left out, so the
+    exploration bonus measures what is unknown about the arm, not about the trend. Without a trend
+    it is the whole posterior.
+
     Same value as BoTorch's ``UpperConfidenceBound(model, beta=kappa)``; written out (three lines)
     because that class moves the model to the input's device and builds a posterior object on every
     call, a quarter of the acquisition time at the sizes used here.
@@ -78,7 +83,7 @@ class GPUCB(AcquisitionFunction):
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
-        mean, var = self.model.mean_and_variance(X.squeeze(-2))
+        mean, var = self.model.mean_and_variance(X.squeeze(-2), component="arm")
         return mean + self.sqrt_kappa * var.clamp_min(1e-12).sqrt()
 
 

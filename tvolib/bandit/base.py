@@ -51,7 +51,7 @@ class BanditScheduleBase(Schedule):
         projection: ``"round"`` (round to 4 decimals and sort; ties are separated by 1e-4 because
             the TVO's schedule must increase strictly) or ``"spread"`` (clamp, sort and push points
             ``min_gap`` apart).
-        reward: ``"code"`` or ``"paper"`` (see :mod:`tvolib.bandit.reward`).
+        reward: ``"code"``, ``"paper"`` or ``"rate"`` (see :mod:`tvolib.bandit.reward`).
         box: ``(lo, hi)`` with ``0 < lo < hi < 1``; the arm's points lie in it (Section 5: [0.05, 0.95]).
         window, window_growth_every, window_growth: planned window length
             ``w_k = window + window_growth * floor(k / window_growth_every)`` (6, +1 every 10 rounds).
@@ -66,8 +66,11 @@ class BanditScheduleBase(Schedule):
     #: is ignored instead of starting the next window. Revision 3: the protocol of the authors'
     #: code by default (:mod:`tvolib.bandit.protocol`). Revision 4: the GP stretches each sorted
     #: coordinate onto its own range in the arm domain, as the code's min-max scaling does
-    #: (:func:`~tvolib.bandit.protocol.coordinate_scale`; no change in a box domain).
-    REVISION: ClassVar[int] = 4
+    #: (:func:`~tvolib.bandit.protocol.coordinate_scale`; no change in a box domain). Revision 5:
+    #: the upper corner guard is the code's arm (every point on the box's upper bound, scaled like
+    #: every observation), the GP's start screening sees the per-point scaling, and the
+    #: ``"tvolib"`` protocol (a trend term, the rate reward, dimension-scaled bounds) exists.
+    REVISION: ClassVar[int] = 5
 
     def __init__(
         self,
@@ -77,7 +80,7 @@ class BanditScheduleBase(Schedule):
         burn_in_schedule: str | None = None,
         arm_domain: str | None = None,
         projection: str | None = None,
-        reward: Literal["paper", "code"] | None = None,
+        reward: Literal["paper", "code", "rate"] | None = None,
         box: tuple[float, float] = (0.05, 0.95),
         window: int = 6,
         window_growth_every: int = 10,
@@ -229,7 +232,7 @@ class BanditScheduleBase(Schedule):
             return
         reward, self._prev_window_mean = window_reward(
             self.reward, start=self._start_evidence, end=value,
-            values=self._window_evidence, previous_mean=self._prev_window_mean,
+            values=self._window_evidence, previous_mean=self._prev_window_mean, length=epoch - self._start_epoch,
         )
         self._complete_round(
             reward, epoch=epoch, start_epoch=self._start_epoch, early=early,
@@ -311,7 +314,7 @@ class BanditScheduleBase(Schedule):
     def _empty_decision(source: str) -> dict[str, Any]:
         return {
             "source": source, "lengthscale": None, "omega": None, "rho": None, "noise": None,
-            "kappa": None, "acq_value": None, "fit_seconds": None, "acq_seconds": None,
+            "trend_share": None, "trend_lengthscale": None, "kappa": None, "acq_value": None, "fit_seconds": None, "acq_seconds": None,
             "fit_ok": None, "fit_evals": None, "n_obs": None, "n_dropped": None, "t_origin": None,
             "t_pred": None, "y_mean": None, "y_std": None,
         }

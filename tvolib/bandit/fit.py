@@ -38,7 +38,8 @@ class FitResult:
 
 
 # Bounds (in hyperparameter units) keep L-BFGS-B away from degenerate regions.
-_BOUNDS = {"lengthscale": (1e-3, 1e2), "rho": (1e-6, 1e4), "noise": (NOISE_FLOOR, 10.0)}
+_BOUNDS = {"lengthscale": (1e-3, 1e2), "rho": (1e-6, 1e4), "noise": (NOISE_FLOOR, 10.0),
+           "trend_share": (1e-6, 1 - 1e-6), "trend_lengthscale": (1e-2, 1e2)}
 
 
 def fit_map(
@@ -63,18 +64,16 @@ def fit_map(
     box = _BOUNDS if bounds is None else bounds
     start = time.perf_counter()
     previous = gp.get_hyperparameters()
-    params = gp._raw_parameters()
+    parts = gp.hyperparameter_parts()
+    params = [param for _, param, _ in parts]
     saved = [p.detach().clone() for p in params]  # restored exactly on failure (no round trip)
-    names = ["lengthscale"] + (["rho"] if gp.temporal is not None else []) + ["noise"]
-    constraints = [gp.spatial.raw_lengthscale_constraint]
-    if gp.temporal is not None:
-        constraints.append(gp.temporal.raw_rho_constraint)
-    constraints.append(gp.likelihood.noise_covar.raw_noise_constraint)
-    dtype, device = params[0].dtype, params[0].device
+    dtype = params[0].dtype
     bounds = []
-    for name, c in zip(names, constraints):
+    for name, _, c in parts:
         lo_b, hi_b = box[name]
-        lo_raw = float(c.inverse_transform(torch.tensor(max(lo_b, float(c.lower_bound) + 1e-12), dtype=dtype)))
+        lower = getattr(c, "lower_bound", None)
+        lo_b = max(lo_b, float(lower) + 1e-12) if lower is not None else lo_b
+        lo_raw = float(c.inverse_transform(torch.tensor(lo_b, dtype=dtype)))
         hi_raw = float(c.inverse_transform(torch.tensor(hi_b, dtype=dtype)))
         bounds.append((lo_raw, hi_raw))
     x0 = np.array([float(p.detach().reshape(-1)[0]) for p in params])
@@ -146,7 +145,7 @@ def _batched_objective(gp: BanditGP, hps: list[Hyperparameters]) -> Tensor:
         raise ValueError("batched starts are for type-II maximum likelihood: build the GP with priors=False")
     X, y = gp._require_data()
     n, n_arm = y.shape[0], gp.n_arm
-    arms = torch.sort(X[:, :n_arm], dim=-1).values if gp.sort else X[:, :n_arm]
+    arms = gp.spatial.features(X[:, :n_arm])
     sq = torch.cdist(arms, arms).square()
     dt = (X[:, n_arm:] - X[:, n_arm:].T).abs()
     ls, rho, noise = (torch.tensor([getattr(h, k) for h in hps], dtype=X.dtype, device=X.device)
@@ -154,11 +153,27 @@ def _batched_objective(gp: BanditGP, hps: list[Hyperparameters]) -> Tensor:
     K = torch.exp(-0.5 * sq / ls.view(-1, 1, 1) ** 2)
     if gp.temporal is not None:
         K = K * torch.exp(-0.5 * rho.view(-1, 1, 1) * dt)
+    if gp.trend is not None:
+        share, t_ls = (torch.tensor([getattr(h, k) for h in hps], dtype=X.dtype, device=X.device).view(-1, 1, 1)
+                       for k in ("trend_share", "trend_lengthscale"))
+        K = (1 - share) * K + share * torch.exp(-0.5 * dt.square() / t_ls**2)
     K = K + noise.view(-1, 1, 1) * torch.eye(n, dtype=X.dtype, device=X.device)
     L, info = torch.linalg.cholesky_ex(K)
     alpha = torch.cholesky_solve(y.expand(len(hps), n).unsqueeze(-1), L).squeeze(-1)
     nll = 0.5 * (y * alpha).sum(-1) + torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1) + 0.5 * n * math.log(2 * math.pi)
     return torch.where(info == 0, nll / n, torch.full_like(nll, math.inf)).nan_to_num(math.inf)
+
+
+def _start_value(name: str, u: float, bounds: tuple[float, float]) -> float:
+    """A random start for hyperparameter ``name`` from ``u`` in [0, 1): omega uniform in its range
+    (given as ``rho`` bounds), the arm's share ``1 - trend_share`` and the others log-uniform."""
+    lo, hi = bounds
+    if name == "rho":
+        omega_lo, omega_hi = float(rho_to_omega(torch.tensor(lo))), float(rho_to_omega(torch.tensor(hi)))
+        return float(omega_to_rho(torch.tensor(omega_lo + u * (omega_hi - omega_lo))))
+    if name == "trend_share":
+        return 1.0 - math.exp(math.log(1.0 - hi) + u * math.log((1.0 - lo) / (1.0 - hi)))
+    return math.exp(math.log(lo) + u * math.log(hi / lo))
 
 
 def fit_ml(
@@ -186,19 +201,15 @@ def fit_ml(
         The :class:`FitResult` of the descent (``n_evals`` counts the starts too).
     """
     start = time.perf_counter()
-    u = torch.rand(n_starts, 3, generator=generator, dtype=torch.float64)
-    (l_lo, l_hi), (r_lo, r_hi), (n_lo, n_hi) = bounds["lengthscale"], bounds["rho"], bounds["noise"]
-    omega_lo, omega_hi = float(rho_to_omega(torch.tensor(r_lo))), float(rho_to_omega(torch.tensor(r_hi)))
+    # Every start draws lengthscale, rho and noise (rho unused by a time-invariant GP), then the trend's.
+    names = ["lengthscale", "rho", "noise"] + (["trend_share", "trend_lengthscale"] if gp.trend is not None else [])
+    u = torch.rand(n_starts, len(names), generator=generator, dtype=torch.float64)
     candidates = [gp.get_hyperparameters()] + [
-        Hyperparameters(
-            lengthscale=math.exp(math.log(l_lo) + float(a) * math.log(l_hi / l_lo)),
-            rho=float(omega_to_rho(torch.tensor(omega_lo + float(b) * (omega_hi - omega_lo)))),
-            noise=math.exp(math.log(n_lo) + float(c) * math.log(n_hi / n_lo)),
-        )
-        for a, b, c in u
+        Hyperparameters(**{name: _start_value(name, float(v), bounds[name]) for name, v in zip(names, row)})
+        for row in u
     ]
-    clipped = [Hyperparameters(min(max(hp.lengthscale, l_lo), l_hi), min(max(hp.rho, r_lo), r_hi),
-                               min(max(hp.noise, n_lo), n_hi)) for hp in candidates]
+    clipped = [Hyperparameters(**{name: min(max(getattr(hp, name), bounds[name][0]), bounds[name][1]) for name in names})
+               for hp in candidates]
     with torch.no_grad():
         values = _batched_objective(gp, clipped)
     best = clipped[int(torch.argmin(values))] if torch.isfinite(values).any() else clipped[0]

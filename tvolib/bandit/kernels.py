@@ -130,16 +130,19 @@ class SortedRBFKernel(RBFKernel):
             raise ValueError(f"coordinate_scale must be a vector of finite numbers > 0; got {coordinate_scale!r}")
         self.register_buffer("coordinate_scale", scale)
 
-    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:
+    def features(self, x: Tensor) -> Tensor:
+        """``Phi(x)``: the arm as the squared-exponential sees it (sorted, scaled, sorted again)."""
         if self.sort:
-            x1 = torch.sort(x1, dim=-1).values
-            x2 = torch.sort(x2, dim=-1).values
+            x = torch.sort(x, dim=-1).values
         if self.coordinate_scale is not None:
-            if self.coordinate_scale.shape[0] != x1.shape[-1]:
+            if self.coordinate_scale.shape[0] != x.shape[-1]:
                 raise ValueError(f"coordinate_scale has {self.coordinate_scale.shape[0]} entries for arms of "
-                                 f"{x1.shape[-1]} coordinates")
-            x1, x2 = x1 * self.coordinate_scale, x2 * self.coordinate_scale
+                                 f"{x.shape[-1]} coordinates")
+            x = x * self.coordinate_scale
             if self.sort:  # the code sorts the scaled vector (class docstring)
-                x1, x2 = torch.sort(x1, dim=-1).values, torch.sort(x2, dim=-1).values
-        return super().forward(x1, x2, diag=diag, **params)
+                x = torch.sort(x, dim=-1).values
+        return x
+
+    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:
+        return super().forward(self.features(x1), self.features(x2), diag=diag, **params)
 

@@ -32,11 +32,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from botorch.models.model import Model
 from botorch.posteriors.torch import TorchPosterior
-from gpytorch.constraints import GreaterThan
+from gpytorch.constraints import GreaterThan, Interval, Positive
+from gpytorch.kernels import RBFKernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.priors import GammaPrior, LogNormalPrior
 from linear_operator.utils.cholesky import psd_safe_cholesky
@@ -66,6 +68,8 @@ class Hyperparameters:
     lengthscale: float = 0.5
     rho: float = 2.0
     noise: float = 0.1
+    trend_share: float = 0.0
+    trend_lengthscale: float = 0.5
 
     @property
     def omega(self) -> float:
@@ -82,6 +86,10 @@ class Hyperparameters:
             raise ValueError(f"rho = -log(1 - omega) must be finite and >= 0; got {self.rho!r}")
         if not (math.isfinite(self.noise) and self.noise >= NOISE_FLOOR):
             raise ValueError(f"noise must be finite and >= {NOISE_FLOOR}; got {self.noise!r}")
+        if not (math.isfinite(self.trend_share) and 0.0 <= self.trend_share < 1.0):
+            raise ValueError(f"trend_share must lie in [0, 1); got {self.trend_share!r}")
+        if not (math.isfinite(self.trend_lengthscale) and self.trend_lengthscale > 0):
+            raise ValueError(f"trend_lengthscale must be finite and > 0; got {self.trend_lengthscale!r}")
         return self
 
 
@@ -222,6 +230,7 @@ class BanditGP(Model):
         hyperparameters: Hyperparameters | None = None,
         priors: bool = True,
         coordinate_scale: Sequence[float] | None = None,
+        trend: bool = False,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:
@@ -250,6 +259,11 @@ class BanditGP(Model):
             noise_prior=GammaPrior(1.1, 0.05) if priors else None,
             noise_constraint=GreaterThan(NOISE_FLOOR, initial_value=0.1),
         )
+        # The trend: a smooth function of time shared by every arm (flat priors under MAP).
+        self.trend = RBFKernel(lengthscale_constraint=Positive()) if trend else None
+        if trend:
+            self.raw_trend_share = torch.nn.Parameter(torch.zeros(1))
+            self.trend_share_constraint = Interval(0.0, 1.0)
         self.to(dtype=dtype, device=device)
         self.set_hyperparameters(hyperparameters or Hyperparameters())
         self._X: Tensor | None = None
@@ -270,22 +284,47 @@ class BanditGP(Model):
             if self.temporal is not None:
                 self.temporal.rho = as_t(max(hp.rho, 1e-12))
             self.likelihood.noise = as_t(hp.noise)
+            if self.trend is not None:
+                share = min(max(hp.trend_share, 1e-9), 1 - 1e-9)  # the logit of 0 or 1 is infinite
+                self.raw_trend_share.copy_(self.trend_share_constraint.inverse_transform(as_t(share)).reshape(1))
+                self.trend.lengthscale = as_t(hp.trend_lengthscale)
         self._cache = {}
 
     def get_hyperparameters(self) -> Hyperparameters:
         rho = float(self.temporal.rho.detach()) if self.temporal is not None else 0.0
+        trend = {}
+        if self.trend is not None:
+            trend = {"trend_share": float(self.trend_share.detach()),
+                     "trend_lengthscale": float(self.trend.lengthscale.detach())}
         return Hyperparameters(
             lengthscale=float(self.spatial.lengthscale.detach()),
             rho=rho,
             noise=float(self.likelihood.noise.detach()),
+            **trend,
         )
 
-    def _raw_parameters(self) -> list[torch.nn.Parameter]:
-        params = [self.spatial.raw_lengthscale]
+    @property
+    def trend_share(self) -> Tensor:
+        """``phi``: the share of the prior variance given to the trend (0 without one)."""
+        if self.trend is None:
+            return torch.zeros((), dtype=self.spatial.raw_lengthscale.dtype, device=self.spatial.raw_lengthscale.device)
+        return self.trend_share_constraint.transform(self.raw_trend_share).reshape(())
+
+    def hyperparameter_parts(self) -> list[tuple[str, torch.nn.Parameter, Any]]:
+        """``(name, raw parameter, constraint)`` of every fitted hyperparameter, in a fixed order:
+        ``lengthscale``, ``rho`` (time-varying only), ``noise``, then ``trend_share`` and
+        ``trend_lengthscale`` (with a trend)."""
+        parts = [("lengthscale", self.spatial.raw_lengthscale, self.spatial.raw_lengthscale_constraint)]
         if self.temporal is not None:
-            params.append(self.temporal.raw_rho)
-        params.append(self.likelihood.noise_covar.raw_noise)
-        return params
+            parts.append(("rho", self.temporal.raw_rho, self.temporal.raw_rho_constraint))
+        parts.append(("noise", self.likelihood.noise_covar.raw_noise, self.likelihood.noise_covar.raw_noise_constraint))
+        if self.trend is not None:
+            parts.append(("trend_share", self.raw_trend_share, self.trend_share_constraint))
+            parts.append(("trend_lengthscale", self.trend.raw_lengthscale, self.trend.raw_lengthscale_constraint))
+        return parts
+
+    def _raw_parameters(self) -> list[torch.nn.Parameter]:
+        return [param for _, param, _ in self.hyperparameter_parts()]
 
     def log_prior(self) -> Tensor:
         """Sum of the log prior densities of the hyperparameters (0 without priors)."""
@@ -298,19 +337,31 @@ class BanditGP(Model):
         return total
 
     # ----- kernel ---------------------------------------------------------------------------
-    def covar(self, x1: Tensor, x2: Tensor) -> Tensor:
-        """Dense prior covariance ``k(x1, x2)`` of shape ``(..., n1, n2)``."""
+    def covar(self, x1: Tensor, x2: Tensor, component: str = "total") -> Tensor:
+        """Dense prior covariance ``k(x1, x2)`` of shape ``(..., n1, n2)``.
+
+        ``component="arm"``: only the arm effect's part ``(1 - phi) k_b k_T`` (without a trend,
+        the whole kernel).
+        """
         # Kernels' forward() on explicit column slices: GPyTorch's lazy __call__ path added
         # milliseconds per call, and the acquisition calls this hundreds of times per round.
         n = self.n_arm
         K = self.spatial.forward(x1[..., :n], x2[..., :n])
         if self.temporal is not None:
             K = K * self.temporal.forward(x1[..., n:], x2[..., n:])
-        return K
+        if self.trend is None:
+            return K
+        share = self.trend_share
+        K = (1 - share) * K
+        if component == "arm":
+            return K
+        return K + share * self.trend.forward(x1[..., n:], x2[..., n:])
 
-    def prior_variance(self, x: Tensor) -> Tensor:
-        """``k(x, x)``: identically 1 for this kernel (both factors equal 1 on the diagonal)."""
-        return torch.ones(x.shape[:-1], dtype=x.dtype, device=x.device)
+    def prior_variance(self, x: Tensor, component: str = "total") -> Tensor:
+        """``k(x, x)``: 1 for the whole kernel (every factor is 1 on the diagonal), ``1 - phi`` for
+        the arm effect's part."""
+        ones = torch.ones(x.shape[:-1], dtype=x.dtype, device=x.device)
+        return ones * (1 - self.trend_share) if component == "arm" else ones
 
     # ----- data, MAP objective, posterior -----------------------------------------------------
     def set_train_data(self, X: Tensor, y: Tensor) -> None:
@@ -350,20 +401,24 @@ class BanditGP(Model):
                 }
         return self._cache
 
-    def mean_and_variance(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    def mean_and_variance(self, x: Tensor, component: str = "total") -> tuple[Tensor, Tensor]:
         """Posterior mean and variance of ``f`` at ``x`` ``(..., n_arm + 1)`` (Eqs. GP_mean, GP_var).
 
         ``mu = k_*^T (K + s^2 I)^{-1} y``; ``sigma^2 = k(x, x) - k_*^T (K + s^2 I)^{-1} k_*``, with
         the inverse cached (the noise floor keeps it well conditioned in float64). Differentiable in
-        ``x`` (for the acquisition's L-BFGS).
+        ``x`` (for the acquisition's L-BFGS). ``component="arm"``: the posterior of the arm effect
+        alone (``k_*`` and ``k(x, x)`` from the arm's part of the kernel), the same for every arm
+        up to the trend's posterior, which no arm changes.
         """
+        if component not in ("total", "arm"):
+            raise ValueError(f"component must be 'total' or 'arm'; got {component!r}")
         X, _ = self._require_data()
         cache = self._posterior_cache()
         batch = x.shape[:-1]
         x2d = x.reshape(-1, x.shape[-1])  # one (M, N) matrix product, not M broadcast gemv's
-        k_star = self.covar(x2d, X)  # (M, N)
+        k_star = self.covar(x2d, X, component)  # (M, N)
         mean = k_star @ cache["alpha"]
-        var = (self.prior_variance(x2d) - ((k_star @ cache["K_inv"]) * k_star).sum(-1)).clamp_min(0.0)
+        var = (self.prior_variance(x2d, component) - ((k_star @ cache["K_inv"]) * k_star).sum(-1)).clamp_min(0.0)
         return mean.reshape(batch), var.reshape(batch)
 
     def posterior(self, X: Tensor, output_indices=None, observation_noise=False, posterior_transform=None, **kwargs):

@@ -38,6 +38,13 @@ def _vector(value: Any) -> list[float]:
     return [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
 
 
+def _matrix(value: Any) -> list[list[float]]:
+    """A list of vectors as written to a dict, or read back from CSV (JSON text)."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return [_vector(v) for v in value]
+
+
 def _flag(value: Any) -> bool:
     """A boolean field as written to a dict (bool) or read back from CSV (bool, or the text "True")."""
     if isinstance(value, str):
@@ -109,8 +116,10 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
     n_arm = arms.shape[1]
     guards = None
     if _flag(row.get("corner_guards")):  # rows written before the protocol items have none
-        upper = _vector(row["upper"])
-        guards = torch.tensor([[lo] * n_arm, upper], dtype=torch.float64)
+        if _present(row.get("guard_arms")):  # recorded since the bandit's revision 5
+            guards = torch.tensor(_matrix(row["guard_arms"]), dtype=torch.float64)
+        else:  # revisions 3 and 4 put the upper guard on the domain's upper corner
+            guards = torch.tensor([[lo] * n_arm, _vector(row["upper"])], dtype=torch.float64)
     standardize = row.get("standardize") if isinstance(row.get("standardize"), str) else "global"
     data = training_data(arms, rounds, rewards, lo=lo, hi=hi, t_pred=int(row["t_pred"]), standardize=standardize,
                          guards=guards)
@@ -119,10 +128,13 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
             f"history is inconsistent at round {round_index}: rebuilt {arms.shape[0]} observations from round "
             f"{data.t_origin}, recorded {row['n_obs']} from round {row['t_origin']}"
         )
-    hp = Hyperparameters(float(row["lengthscale"]), float(row["rho"]), float(row["noise"]))
+    trend = _flag(row.get("trend"))  # rows written before the bandit's revision 5 have none
+    hp = Hyperparameters(float(row["lengthscale"]), float(row["rho"]), float(row["noise"]),
+                         **({"trend_share": float(row["trend_share"]),
+                             "trend_lengthscale": float(row["trend_lengthscale"])} if trend else {}))
     scale = row.get("coordinate_scale")  # rows written before the bandit's revision 4 have none
     gp = BanditGP(n_arm, sort=_flag(row["sort"]), time_varying=_flag(row["time_varying"]), hyperparameters=hp,
-                  coordinate_scale=_vector(scale) if _present(scale) else None, device="cpu")
+                  coordinate_scale=_vector(scale) if _present(scale) else None, trend=trend, device="cpu")
     gp.set_train_data(data.X, data.y)
 
     g = torch.as_tensor(np.asarray(grid, dtype=np.float64) if not torch.is_tensor(grid) else grid, dtype=torch.float64)

@@ -50,6 +50,7 @@ __all__ = [
     "STAGGERED_UPPER_D2",
     "arm_degeneracy",
     "coordinate_scale",
+    "ml_bounds",
     "resolve_protocol",
     "robust_standardize",
     "size_defaults",
@@ -68,7 +69,32 @@ ML_BOUNDS: dict[str, tuple[float, float]] = {
     "lengthscale": (0.5, math.sqrt(2.5)),
     "rho": (1e-6, math.log(10.0)),
     "noise": (1e-4, 0.5),
+    "trend_share": (0.0, 0.9999),
+    "trend_lengthscale": (0.1, 2.0),
 }
+
+def ml_bounds(kind: str, n_arm: int) -> dict[str, tuple[float, float]]:
+    """Hyperparameter bounds of the type-II ML fit for an arm of ``n_arm`` coordinates.
+
+    ``"code"``: the authors' code's (:data:`ML_BOUNDS`), the same at every ``d``. ``"dimension"``:
+    the length scale in ``[0.1, 1] sqrt(n_arm)``, the rest as the code's. The GP's arm inputs fill
+    the unit cube, whose diameter is ``sqrt(n_arm)``: a longer length scale makes the SE kernel
+    nearly quadratic over the whole domain, and one of a tenth of that resolves bumps a tenth of
+    the domain wide. Scaling with ``sqrt(n_arm)`` follows the dimension-scaled length-scale prior
+    of Hvarfner et al. (2024), BoTorch's default. The code's fixed ``[0.5, 1.58]`` is ``[0.25,
+    0.79] sqrt(n_arm)`` at ``d = 5`` and ``[0.17, 0.53] sqrt(n_arm)`` at ``d = 10``.
+
+    Example:
+        >>> ml_bounds("dimension", 4)["lengthscale"]
+        (0.2, 2.0)
+    """
+    if kind == "code":
+        return dict(ML_BOUNDS)
+    if kind == "dimension":
+        root = math.sqrt(n_arm)
+        return {**ML_BOUNDS, "lengthscale": (round(0.1 * root, 12), round(root, 12))}
+    raise ValueError(f"ml_bounds must be one of {list(CHOICES['ml_bounds'])}; got {kind!r}")
+
 
 #: The presets: each maps every protocol item to its value (``None`` for the size-dependent
 #: ``n_init`` and ``max_observations``: see :func:`resolve_protocol`).
@@ -82,6 +108,22 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
         "standardize": "robust",
         "kappa": "log_n",
         "fit": "ml",
+        "ml_bounds": "code",
+        "trend": False,
+        "n_init": None,
+        "max_observations": None,
+    },
+    "tvolib": {
+        "burn_in_schedule": "log",
+        "arm_domain": "staggered",
+        "projection": "round",
+        "reward": "rate",
+        "corner_guards": True,
+        "standardize": "robust",
+        "kappa": "log_n",
+        "fit": "ml",
+        "ml_bounds": "dimension",
+        "trend": True,
         "n_init": None,
         "max_observations": None,
     },
@@ -94,6 +136,8 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
         "standardize": "global",
         "kappa": "theorem1",
         "fit": "map",
+        "ml_bounds": "code",
+        "trend": False,
         "n_init": None,
         "max_observations": None,
     },
@@ -104,10 +148,12 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "burn_in_schedule": ("log", "arm"),
     "arm_domain": ("staggered", "box"),
     "projection": ("round", "spread"),
-    "reward": ("code", "paper"),
+    "reward": ("code", "paper", "rate"),
     "corner_guards": (True, False),
     "standardize": ("robust", "global"),
     "fit": ("ml", "map"),
+    "ml_bounds": ("code", "dimension"),
+    "trend": (True, False),
 }
 
 
@@ -146,7 +192,7 @@ def size_defaults(protocol: str, d: int) -> tuple[int, int | None]:
         >>> size_defaults("code", 5), size_defaults("paper-text", 5)
         ((15, 150), (5, None))
     """
-    if protocol == "code":
+    if protocol in ("code", "tvolib"):
         return 3 * d, 30 * d
     return max(3, d), None
 

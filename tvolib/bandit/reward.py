@@ -11,6 +11,12 @@ with ``e - e_s >= w_k`` (the planned length), or earlier on an *early update*. W
   when the drop ``L_start - L_e`` exceeds the threshold (the paper's "update early if
   ``L_t <= -0.05``", reading ``L_t`` as the window's running reward): the window ends at ``e``
   and its reward is the (negative) change so far.
+* ``rule="rate"`` (this package's own protocol, :mod:`tvolib.bandit.protocol`): the paper's
+  window rule and early update, with the reward divided by the window's length in epochs,
+  ``y_k = (L_end - L_start) / (e - e_s)``: the evidence gained per epoch of the arm. Windows grow
+  (and early updates shorten them), so the paper's ``L_end - L_start`` grows with the window as
+  much as with the arm; a rate compares arms of windows of any length. ``L`` is the code's
+  estimate (trapezoid rule over 50 log-spaced points), the closer of the two to ``log p(x)``.
 * ``rule="code"`` (the authors' code): ``L`` integrates 50 points ``10**linspace(-9, 0, 50)`` by
   the trapezoid rule; the window's value is the *mean* of its per-epoch ``L``; ``y_k`` is that
   mean minus the previous window's mean (``L_start`` for the first window); early update when
@@ -43,9 +49,9 @@ __all__ = [
 ]
 
 #: Reward definitions: the paper's (Section 3, Appendix A) and the authors' code's.
-REWARD_RULES = ("paper", "code")
+REWARD_RULES = ("paper", "code", "rate")
 
-RewardRule = Literal["paper", "code"]
+RewardRule = Literal["paper", "code", "rate"]
 
 
 def evidence_spec_for(reward: str) -> EvidenceSpec:
@@ -64,7 +70,7 @@ def evidence_spec_for(reward: str) -> EvidenceSpec:
     """
     if reward == "paper":
         return EvidenceSpec.paper(50)
-    if reward == "code":
+    if reward in ("code", "rate"):
         return EvidenceSpec.authors_code(50)
     raise ValueError(f"reward must be one of {REWARD_RULES}; got {reward!r}")
 
@@ -96,8 +102,9 @@ def drop_exceeds(reference: float, current: float, threshold: float) -> bool:
 
 
 def reward_reference(rule: RewardRule, start: float, previous_mean: float | None) -> float:
-    """The value rewards and drops are measured from: ``L_start`` (paper), else the previous window's mean."""
-    if rule == "paper" or previous_mean is None:
+    """The value rewards and drops are measured from: ``L_start`` (paper, rate), else the previous
+    window's mean."""
+    if rule in ("paper", "rate") or previous_mean is None:
         return start
     return previous_mean
 
@@ -116,11 +123,13 @@ def early_update(
 
 
 def window_reward(
-    rule: RewardRule, *, start: float, end: float, values: list[float], previous_mean: float | None
+    rule: RewardRule, *, start: float, end: float, values: list[float], previous_mean: float | None,
+    length: int | None = None,
 ) -> tuple[float, float | None]:
     """The reward of a closed window and the ``previous_mean`` for the next one.
 
-    ``paper``: ``y = L_end - L_start`` (Eq. 7); ``previous_mean`` is passed through. ``code``:
+    ``paper``: ``y = L_end - L_start`` (Eq. 7); ``previous_mean`` is passed through. ``rate``:
+    ``y = (L_end - L_start) / length``. ``code``:
     ``y = mean(values) - reference`` with ``values`` the window's per-epoch ``L`` (the end
     included); the window's mean becomes the next ``previous_mean``.
 
@@ -130,11 +139,16 @@ def window_reward(
         end: ``L`` at the report that closes it.
         values: the window's reports after the start.
         previous_mean: the previous window's mean (``None`` before the first ``code`` window).
+        length: the window's length in epochs (``rate`` only; >= 1).
 
     Returns:
         ``(reward, previous_mean for the next window)``.
     """
     if rule == "paper":
         return end - start, previous_mean
+    if rule == "rate":
+        if length is None or length < 1:
+            raise ValueError(f"the rate reward needs the window's length in epochs (>= 1); got {length!r}")
+        return (end - start) / length, previous_mean
     window_mean = float(np.mean(values))
     return window_mean - reward_reference(rule, start, previous_mean), window_mean

@@ -43,7 +43,7 @@ from .base import BanditScheduleBase
 from .fit import fit_map, fit_ml
 from .model import BanditGP, Hyperparameters, training_data
 from .posterior import observations
-from .protocol import coordinate_scale, resolve_protocol, size_defaults
+from .protocol import coordinate_scale, ml_bounds, resolve_protocol, size_defaults
 from .reward import evidence_spec_for
 
 __all__ = ["BanditScheduleBase", "GPBanditSchedule", "RandomSchedule", "evidence_spec_for"]
@@ -121,6 +121,8 @@ class GPBanditSchedule(BanditScheduleBase):
         standardize: str | None = None,
         kappa: float | Literal["theorem1", "log_n"] | None = None,
         fit: str | None = None,
+        trend: bool | None = None,
+        ml_bounds: str | None = None,
         kappa_delta: float = 0.1,
         kappa_a: float = 1.0,
         kappa_b: float = 1.0,
@@ -135,8 +137,10 @@ class GPBanditSchedule(BanditScheduleBase):
     ) -> None:
         self._sort = bool(sort)  # needed by _finalise_arm during the base __init__
         super().__init__(d, protocol=protocol, **window_options)
-        items = resolve_protocol(protocol, dict(corner_guards=corner_guards, standardize=standardize, fit=fit))
+        items = resolve_protocol(protocol, dict(corner_guards=corner_guards, standardize=standardize, fit=fit,
+                                                trend=trend, ml_bounds=ml_bounds))
         self.corner_guards, self.standardize, self.fit = items["corner_guards"], items["standardize"], items["fit"]
+        self.trend, self.ml_bounds = items["trend"], items["ml_bounds"]
         self.time_varying = bool(time_varying)
         default_init, default_max = size_defaults(protocol, self.d)
         self.n_init = default_init if n_init is None else check_int("n_init", n_init, 1)
@@ -151,7 +155,8 @@ class GPBanditSchedule(BanditScheduleBase):
         self.acq_maxiter = check_int("acq_maxiter", acq_maxiter, 1)
         self.raw_samples = None if raw_samples is None else check_int("raw_samples", raw_samples, 1)
         self.num_restarts = None if num_restarts is None else check_int("num_restarts", num_restarts, 1)
-        hp = initial_hyperparameters or Hyperparameters(rho=2.0 if self.time_varying else 0.0)
+        hp = initial_hyperparameters or Hyperparameters(rho=2.0 if self.time_varying else 0.0,
+                                                        trend_share=0.5 if self.trend else 0.0)
         self._hp: Hyperparameters = hp.validate()
         self.device = resolve_device(device)
         #: The GP's stretch of each sorted coordinate onto its own range in the arm domain.
@@ -173,7 +178,8 @@ class GPBanditSchedule(BanditScheduleBase):
         row = super()._config_row()
         row.update(time_varying=self.time_varying, max_observations=self.max_observations,
                    corner_guards=self.corner_guards, standardize=self.standardize,
-                   coordinate_scale=list(self.coordinate_scale))
+                   coordinate_scale=list(self.coordinate_scale), trend=self.trend,
+                   guard_arms=self.corner_arms().tolist() if self.corner_guards else None)
         return row
 
     def _config(self) -> dict[str, Any]:
@@ -181,7 +187,8 @@ class GPBanditSchedule(BanditScheduleBase):
         cfg.update(
             sort=self._sort, time_varying=self.time_varying, n_init=self.n_init,
             max_observations=self.max_observations, corner_guards=self.corner_guards,
-            standardize=self.standardize, fit=self.fit, kappa=self.kappa, kappa_delta=self.kappa_delta,
+            standardize=self.standardize, fit=self.fit, ml_bounds=self.ml_bounds, trend=self.trend,
+            kappa=self.kappa, kappa_delta=self.kappa_delta,
             kappa_a=self.kappa_a, kappa_b=self.kappa_b,
         )
         return cfg
@@ -214,8 +221,15 @@ class GPBanditSchedule(BanditScheduleBase):
         return float(self.kappa)
 
     def corner_arms(self) -> Tensor:
-        """The two corners of the arm domain the guards cover: all-lower and all-upper ``(2, d - 1)``."""
-        return torch.tensor([[self.lo] * self.n_arm, list(self.upper)], dtype=torch.float64)
+        """The two arms the corner guards cover, ``(2, d - 1)`` in beta units: every point on the
+        box's lower bound, and every point on its upper bound ``hi`` (the authors' code's arms).
+
+        In the staggered domain the upper one is not the domain's upper corner (``upper``): like
+        every observation it goes through the GP's per-point scaling
+        (:func:`~tvolib.bandit.protocol.coordinate_scale`), which puts it outside the unit cube,
+        at ``(1, 1.36, 2.12, 4.8)`` (sorted) for ``d = 5``, as in the code.
+        """
+        return torch.tensor([[self.lo] * self.n_arm, [self.box[1]] * self.n_arm], dtype=torch.float64)
 
     def _choose_next(self) -> dict[str, Any]:
         arms, rounds, rewards = observations(self._history, max_observations=self.max_observations)
@@ -228,12 +242,14 @@ class GPBanditSchedule(BanditScheduleBase):
             guards=self.corner_arms() if self.corner_guards else None, device=self.device,
         )
         gp = BanditGP(self.n_arm, sort=self._sort, time_varying=self.time_varying, hyperparameters=self._hp,
-                      priors=self.fit == "map", coordinate_scale=self.coordinate_scale, device=self.device)
+                      priors=self.fit == "map", coordinate_scale=self.coordinate_scale, trend=self.trend,
+                      device=self.device)
         gp.set_train_data(data.X, data.y)
         if self.fit == "map":
             fit = fit_map(gp, maxiter=self.fit_maxiter)
         else:
-            fit = fit_ml(gp, n_starts=self.ml_starts, generator=self._gen, maxiter=self.fit_maxiter)
+            fit = fit_ml(gp, n_starts=self.ml_starts, generator=self._gen, maxiter=self.fit_maxiter,
+                         bounds=ml_bounds(self.ml_bounds, self.n_arm))
         self._hp = fit.hyperparameters
         kappa = self.current_kappa(self._round + 1, int(rewards.numel()))
         round_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=self._gen))
@@ -259,6 +275,8 @@ class GPBanditSchedule(BanditScheduleBase):
             "omega": hp.omega if self.time_varying else 0.0,
             "rho": hp.rho,
             "noise": hp.noise,
+            "trend_share": hp.trend_share if self.trend else None,
+            "trend_lengthscale": hp.trend_lengthscale if self.trend else None,
             "kappa": kappa,
             "acq_value": value,
             "fit_seconds": fit.seconds,

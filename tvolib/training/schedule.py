@@ -29,7 +29,8 @@ __all__ = [
 
 #: Version of the bandit family's numbers. 2: the untrained model's evidence ``L_0`` is reported
 #: before epoch 1, so round 0's reward is ``L_w - L_0`` (the paper's reward definition). 3: the
-#: authors' code's protocol by default (:mod:`tvolib.bandit.protocol`).
+#: authors' code's protocol by default (:mod:`tvolib.bandit.protocol`). 4: the staggered domain's
+#: per-point scaling. 5: the code's upper corner guard and the ``"tvolib"`` protocol.
 #: Part of the bandit runs' config digests, so their cached results are not reused.
 BANDIT_REVISION = GPBanditSchedule.REVISION
 BANDIT_SCHEDULES: tuple[str, ...] = ("gp_bandit", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random")

@@ -1,0 +1,281 @@
+"""A test bed for the bandit: synthetic training runs whose best schedule is known.
+
+A real run cannot tell whether the bandit's arms are good: nobody knows the best schedule. Here
+the training log-evidence is synthetic, with a known best arm, and the schedule is driven through
+its public :meth:`~tvolib.schedules.Schedule.step` API exactly as a training loop drives it. Epoch
+``e`` (of ``T``) trained with interior points ``b`` raises the evidence by
+
+    L_e - L_{e-1} = trend(e) + (f(b, e / T) - 1 / 2) + noise * n_e,
+
+    f(b, p) = exp(-mean_k (sort(b)_k - c_k(p))^2 / (2 width^2))   in [0, 1],
+
+``n_e`` an AR(1) sequence of unit variance and lag-one correlation ``a``: a trend shared by every
+arm (training improves whatever the schedule), an arm effect that peaks at the optimum ``c(p)``
+(fixed, or moving linearly from ``c(0)`` to ``c(1)`` over the run: the story of the paper's Fig 3)
+and noise. The regret of an arm is ``1 - f``.
+
+Units: the arm effect's range is 1. The trends, in the same units:
+
+* ``"none"``: 0;
+* ``"mild"``: ``exp(-3 e / T)``, about the arm effect's size at the start;
+* ``"strong"``: ``10 exp(-3 e / T)``, ten times the arm effect at the start, half of it at the end;
+* ``"quick"``: shaped like the evidence of a recorded ``quick``-profile run (VAE, MNIST, d = 5, log
+  schedule, 60 epochs): after its 6-epoch burn-in the evidence rose by about 1.0 nat a epoch,
+  while the log and linear schedules' test log p(x) drifted apart by about 0.2 nat a epoch; in
+  units of that arm effect the gain is 5 a epoch. Its first epochs rose by 194, 30, 5.6, 2.0 and
+  1.1 nats: ``5 + 150 exp(-e / 1.5)`` covers them. Its per-epoch gains varied with a standard
+  deviation of 0.5 nat and a lag-one correlation of 0.46 (a slow wander, not white noise), so
+  this trend brings its own noise: ``noise = 2.5``, ``a = 0.46``.
+
+The other trends' noise (``noise``, per epoch, arm-effect units) is white (``a = 0``), 0.5 by
+default: a window of ``w`` epochs then gets reward noise of about ``0.5 sqrt(w)``, a fraction of
+its arm signal ``w``. The ``"quick"`` noise is five times that, and correlated: at the ``quick``
+budget a window's reward says little about its arm.
+
+The bump's ``width`` is set per case so that uniformly random arms of the code's staggered domain
+have a mean regret of :data:`RANDOM_REGRET` (0.6) at mid-run (:func:`calibrated_width`): the
+random rounds then see as much of the arm effect in every case, wherever its optimum lies. With
+one width for all, random arms would land within reach of a log-like optimum (mean regret 0.34 at
+d = 10 for a width of 0.1) but never of a corner (0.94): the corner case would test luck.
+
+Metrics, over the epochs of the run's second half (:func:`run_case`): the mean regret, the mean
+RMS distance of the trained arm to the optimum (beta units) and the share of those epochs whose
+arm is degenerate (:func:`~tvolib.bandit.protocol.arm_degeneracy`).
+
+Example:
+    >>> from tvolib.bandit import RandomSchedule
+    >>> case = CASES["d2-log-none"]
+    >>> result = run_case(case, lambda seed: RandomSchedule(case.d, window=2, seed=seed), seed=0)
+    >>> 0.0 <= result.regret <= 1.0
+    True
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..schedules import Schedule
+from ..tvo import log_uniform
+from .protocol import arm_degeneracy, staggered_upper
+
+__all__ = [
+    "CASES",
+    "RANDOM_REGRET",
+    "TRENDS",
+    "CaseResult",
+    "TestbedCase",
+    "arm_value",
+    "calibrated_width",
+    "optimum_at",
+    "run_case",
+    "trend_gain",
+]
+
+#: The trends, ``e`` the epoch and ``T`` the run's length, in arm-effect units (module docstring).
+TRENDS: dict[str, Callable[[int, int], float]] = {
+    "none": lambda e, T: 0.0,
+    "mild": lambda e, T: math.exp(-3.0 * e / T),
+    "strong": lambda e, T: 10.0 * math.exp(-3.0 * e / T),
+    "quick": lambda e, T: 5.0 + 150.0 * math.exp(-e / 1.5),
+}
+#: The per-epoch noise of the ``"quick"`` trend and its lag-one correlation (measured, module
+#: docstring); the other trends use the case's ``noise``, white.
+QUICK_NOISE = (2.5, 0.46)
+
+
+@dataclass(frozen=True)
+class TestbedCase:
+    """One synthetic training run with a known best schedule.
+
+    Args:
+        name: a label.
+        d: left points including ``b_0 = 0``; the optimum has ``d - 1`` sorted interior points.
+        optimum: the best interior points at the start (sorted, beta units).
+        drift_to: the best interior points at the end (``None``: fixed optimum); in between the
+            optimum moves linearly with the run's progress.
+        trend: a key of :data:`TRENDS`.
+        width: RMS distance (beta units) at which ``f`` falls to ``exp(-1/2)`` (the cases of
+            :data:`CASES` use :func:`calibrated_width`).
+        noise: per-epoch noise of the evidence gain (arm-effect units; ``"quick"`` uses its own).
+        epochs: the run's length ``T``.
+        window: the bandit's first window length (grows by 1 every 10 rounds, the code's rule).
+    """
+
+    __test__ = False  # not a pytest class
+
+    name: str
+    d: int
+    optimum: tuple[float, ...]
+    drift_to: tuple[float, ...] | None = None
+    trend: str = "strong"
+    width: float = 0.1
+    noise: float = 0.5
+    epochs: int = 160
+    window: int = 2
+
+    def __post_init__(self) -> None:
+        if self.trend not in TRENDS:
+            raise ValueError(f"trend must be one of {list(TRENDS)}; got {self.trend!r}")
+        for name, points in (("optimum", self.optimum), ("drift_to", self.drift_to)):
+            if points is not None and (len(points) != self.d - 1 or list(points) != sorted(points)):
+                raise ValueError(f"{name} must be {self.d - 1} sorted points; got {points!r}")
+
+    @property
+    def noise_model(self) -> tuple[float, float]:
+        """``(standard deviation, lag-one correlation)`` of the per-epoch noise."""
+        return QUICK_NOISE if self.trend == "quick" else (self.noise, 0.0)
+
+
+def optimum_at(case: TestbedCase, progress: float) -> torch.Tensor:
+    """The best interior points at ``progress`` in [0, 1] of the run, float64 ``(d - 1,)``."""
+    start = torch.tensor(case.optimum, dtype=torch.float64)
+    if case.drift_to is None:
+        return start
+    return start + (torch.tensor(case.drift_to, dtype=torch.float64) - start) * progress
+
+
+def arm_value(case: TestbedCase, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
+    """``f(b, p)`` in [0, 1] (module docstring): 1 at the optimum, ``1 - f`` is the arm's regret."""
+    b = torch.sort(torch.as_tensor(arm, dtype=torch.float64).reshape(-1)).values
+    sq = float(((b - optimum_at(case, progress)) ** 2).mean())
+    return math.exp(-sq / (2 * case.width**2))
+
+
+def trend_gain(case: TestbedCase, epoch: int) -> float:
+    """The trend's evidence gain at ``epoch`` (arm-effect units)."""
+    return TRENDS[case.trend](epoch, case.epochs)
+
+
+@dataclass
+class CaseResult:
+    """What one run of a case gives: second-half metrics and the arm trained at every epoch."""
+
+    regret: float
+    distance: float
+    degenerate: float
+    arms: list[list[float]] = field(repr=False)
+    history: list[dict[str, Any]] = field(repr=False)
+    seconds: float = 0.0
+
+
+def run_case(case: TestbedCase, make_schedule: Callable[[int], Schedule], seed: int) -> CaseResult:
+    """Drive ``make_schedule(seed)`` through ``case``'s synthetic run as a training loop would.
+
+    ``step(0, L_0)`` first, then for each epoch ``e = 1..T``: train with ``current()`` (its interior
+    points are the arm), add the epoch's evidence gain and ``step(e, evidence=L_e)``. The noise is
+    seeded by ``seed``, so two schedules with one seed see the same noise draws.
+
+    Returns:
+        A :class:`CaseResult`: over the epochs after ``T / 2``, the mean regret ``1 - f``, the mean
+        RMS distance to the optimum and the share of degenerate arms (in the box ``[0.05, 0.95]``).
+    """
+    schedule = make_schedule(seed)
+    if schedule.d != case.d:
+        raise ValueError(f"case {case.name!r} needs d = {case.d}; the schedule has d = {schedule.d}")
+    noise = torch.Generator().manual_seed(10_000 + seed)
+    start = time.perf_counter()
+    std, corr = case.noise_model
+    evidence, wander = 0.0, 0.0
+    schedule.step(0, evidence=evidence)
+    arms: list[list[float]] = []
+    for epoch in range(1, case.epochs + 1):
+        arm = schedule.current()[1:].tolist()
+        arms.append(arm)
+        progress = (epoch - 1) / max(case.epochs - 1, 1)
+        draw = float(torch.randn((), generator=noise, dtype=torch.float64))
+        wander = corr * wander + math.sqrt(1 - corr**2) * draw if epoch > 1 else draw
+        evidence += trend_gain(case, epoch) + arm_value(case, arm, progress) - 0.5 + std * wander
+        schedule.step(epoch, evidence=evidence)
+    seconds = time.perf_counter() - start
+    half = case.epochs // 2
+    late = [(arm, (e - 1) / max(case.epochs - 1, 1)) for e, arm in enumerate(arms, start=1) if e > half]
+    regret = sum(1.0 - arm_value(case, a, p) for a, p in late) / len(late)
+    distance = sum(float(((torch.tensor(a, dtype=torch.float64) - optimum_at(case, p)) ** 2).mean().sqrt())
+                   for a, p in late) / len(late)
+    degenerate = sum(arm_degeneracy(a, 0.05, 0.95)["degenerate"] for a, _ in late) / len(late)
+    return CaseResult(regret, distance, degenerate, arms, schedule.history(), seconds)
+
+
+#: Mean regret of uniformly random arms in the staggered domain that sets each case's width.
+RANDOM_REGRET = 0.6
+
+
+def calibrated_width(d: int, optimum: Sequence[float], drift_to: Sequence[float] | None = None,
+                     target: float = RANDOM_REGRET, n_arms: int = 4096) -> float:
+    """The width at which random arms of the staggered domain have mean regret ``target`` at mid-run.
+
+    Random arms are drawn as :class:`~tvolib.bandit.RandomSchedule` draws them (uniform in the
+    staggered box ``[0.05, 0.95 k / (d - 1)]``, sorted), from a fixed seed; the width is found by
+    bisection (the mean regret falls as the width grows).
+
+    Example:
+        >>> calibrated_width(2, (0.2,))
+        0.1158
+    """
+    upper = torch.tensor(staggered_upper(d, 0.05, 0.95), dtype=torch.float64)
+    u = torch.rand(n_arms, d - 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    arms = torch.sort(0.05 + (upper - 0.05) * u, dim=-1).values
+    centre = torch.tensor(optimum, dtype=torch.float64)
+    if drift_to is not None:
+        centre = (centre + torch.tensor(drift_to, dtype=torch.float64)) / 2
+    sq = ((arms - centre) ** 2).mean(-1)
+    lo, hi = 1e-4, 10.0
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        regret = 1.0 - float(torch.exp(-sq / (2 * mid**2)).mean())
+        lo, hi = (mid, hi) if regret > target else (lo, mid)
+    return round(math.sqrt(lo * hi), 4)
+
+
+def _log_like(d: int) -> tuple[float, ...]:
+    """Log-spaced interior points from the box's lower bound, ``0.05 * 20^(k / (d - 1))`` (the log
+    schedule with ``beta_1 = 0.05``; one point on the bound), or 0.2 at ``d = 2``."""
+    if d == 2:
+        return (0.2,)
+    return tuple(round(float(v), 4) for v in log_uniform(d, beta1=0.05)[1:])
+
+
+def _linear_like(d: int) -> tuple[float, ...]:
+    """Evenly spread interior points inside the staggered domain: ``0.8 k / (d - 1)`` (0.5 at d = 2)."""
+    if d == 2:
+        return (0.5,)
+    return tuple(round(0.8 * k / (d - 1), 4) for k in range(1, d))
+
+
+def _corner(d: int) -> tuple[float, ...]:
+    """A corner of the staggered domain: every point on 0.05 but the last, on 0.95 (what the code's
+    default falls on; spaced 1e-4 as its projection keeps them)."""
+    return tuple(round(0.05 + 1e-4 * k, 4) for k in range(d - 2)) + (0.95,)
+
+
+def _late(d: int) -> tuple[float, ...]:
+    """Late in training the points move towards 1 (the paper's Fig 3): 85% of the way from 0.05 to
+    each point's upper bound in the staggered domain."""
+    return tuple(round(0.05 + 0.85 * (u - 0.05), 4) for u in staggered_upper(d, 0.05, 0.95))
+
+
+def _cases() -> dict[str, TestbedCase]:
+    cases: dict[str, TestbedCase] = {}
+    for d in (2, 5, 10):
+        for kind, optimum in (("log", _log_like(d)), ("linear", _linear_like(d)), ("corner", _corner(d))):
+            if d == 2 and kind == "corner":
+                continue  # one point: no corner to speak of
+            width = calibrated_width(d, optimum)
+            for trend in TRENDS:
+                name = f"d{d}-{kind}-{trend}"
+                cases[name] = TestbedCase(name, d, optimum, trend=trend, width=width)
+        width = calibrated_width(d, _log_like(d), _late(d))
+        for trend in ("strong", "quick"):
+            name = f"d{d}-drift-{trend}"
+            cases[name] = TestbedCase(name, d, _log_like(d), _late(d), trend=trend, width=width)
+    return cases
+
+
+#: Every case: ``d{2,5,10}-{log,linear,corner}-{none,mild,strong,quick}`` (no corner at d = 2) and
+#: ``d{2,5,10}-drift-{strong,quick}`` (log-like to late optimum).
+CASES: dict[str, TestbedCase] = _cases()
