@@ -152,6 +152,21 @@ def test_fig11_draws_the_budgets_curves_arms_and_degenerate_thirds(cached):
     assert [p.name for p in result.paths] == [f"fig11_bandit_budget.{e}" for e in ("pdf", "png", "csv", "md")]
 
 
+def test_one_more_bandit_series_reaches_figs_3_10_and_11(cached, monkeypatch):
+    """A series added to BUDGET_SERIES (here the box domain) is drawn by Fig 11 (its own arms panel),
+    gets its own column in Fig 3 and its own line in Fig 10's second row."""
+    name = "GP-bandit (box domain)"
+    monkeypatch.setattr(sweeps, "BUDGET_SERIES", {**sweeps.BUDGET_SERIES, name: ("gp_bandit", {"arm_domain": "box"})})
+    fig11 = cached("fig11_bandit_budget")
+    assert list(fig11.table["method"]) == list(sweeps.BUDGET_SERIES)
+    assert [ax.get_title() for ax in fig11.figure.axes[1:3]] == ["GP-bandit: arms, every seed",
+                                                                 f"{name}: arms, every seed"]
+    fig3 = cached("fig3_beta_over_time")
+    assert list(fig3.table["budget"]) == ["6 epochs", "6 epochs (bandit budget)", f"6 epochs (bandit budget): {name}"]
+    long = cached("fig10_bandit_protocol").table.query("budget == '6 epochs (bandit budget)'")
+    assert list(long["method"])[-2:] == ["code", name]
+
+
 def test_fig11_says_it_was_not_run_where_the_profile_has_no_budget(tmp_path):
     profile = get_profile("smoke").replace(budget=None)
     result = figure("fig11_bandit_budget", profile=profile, results_root=tmp_path / "results",

@@ -143,11 +143,16 @@ def _budgets(inputs: _Inputs) -> dict[str, tuple[bool, list[Any]]]:
 
 def _fig3(inputs: _Inputs) -> FigureResult:
     """Fig 3: every seed's arms over training (crosses: random rounds), a per-seed summary table;
-    one column per budget (the profile's runs, then the bandit budget's)."""
+    one column per budget (the profile's runs, then the bandit budget's, a column per bandit series)."""
     config = inputs.configs[0]
     extra = f"MNIST, d = {config.d}, S = {config.S}, seeds pooled"
+    columns: dict[str, list[Any]] = {}  # a column per budget, and per bandit series of the bandit budget
+    for budget, (long, configs) in _budgets(inputs).items():
+        for config in configs:
+            series = budget_series(config) if long else "gp_bandit"
+            columns.setdefault(budget if series == "gp_bandit" else f"{budget}: {series}", []).append(config)
     points, tables = [], []
-    for budget, (_, configs) in _budgets(inputs).items():
+    for budget, configs in columns.items():
         rounds = results.collect_schedule_histories(configs, inputs.results_root)
         if rounds.empty:
             continue
