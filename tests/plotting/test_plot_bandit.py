@@ -107,6 +107,8 @@ def test_bandit_budget_draws_curves_arms_and_degenerate_shares():
     assert [line.get_label() for line in lines.lines] == ["log", "GP-bandit"]
     assert np.allclose(lines.lines[1].get_ydata(), -149 + np.arange(0, 101, 25) / 2)
     assert len(lines.collections) == 2  # a standard-error band per series
+    low, high = lines.get_ylim()  # the last two thirds (epochs 50..100: -125.5..-98.5 with the bands)
+    assert -130 < low < -125.5 and -98.5 < high < -95
     gp = sum(len(c.get_offsets()) for c in points.collections if c.get_label().startswith("$\\beta"))
     crosses = sum(len(c.get_offsets()) for c in points.collections if not c.get_label().startswith("$\\beta"))
     assert (gp, crosses) == (6, 4)  # 3 GP arms and 2 random arms of two points each

@@ -178,9 +178,16 @@ def plot_bandit_budget(
     names = ordered(curves["schedule"])
     palette = schedule_palette(names)
     _draw_curves(ax, curves, names, palette, band=True)
+    first, last = curves["epoch"].min(), curves["epoch"].max()
+    late = curves[curves["epoch"] >= first + (last - first) / 3]
+    if late["epoch"].nunique() > 1:  # the schedules differ by nats where the first third spans hundreds
+        err = late["sem"].fillna(0.0)
+        lo, hi = float((late["mean"] - err).min()), float((late["mean"] + err).max())
+        pad = 0.08 * (hi - lo if hi > lo else 1.0)
+        ax.set_ylim(lo - pad, hi + pad)
     ax.set_xlabel("epoch")
     ax.set_ylabel(METRIC_LABELS["test_log_px"])
-    ax.set_title("test log p(x), mean $\\pm$ s.e. over seeds")
+    ax.set_title("test log p(x), mean $\\pm$ s.e. over seeds\n(y range: the last two thirds of training)")
     ax.legend(loc="lower right", fontsize="small")
     coordinates = sorted(arms["j"].unique()) if len(arms) else []
     shades = dict(zip(coordinates, sns.color_palette("viridis", len(coordinates))))
@@ -197,7 +204,8 @@ def plot_bandit_budget(
         ax.set_xlabel("epoch")
         ax.set_ylabel(r"chosen $\beta_j$")
         ax.set_title(f"{schedule_label(name)}: arms, every seed")
-        ax.legend(loc="upper left", fontsize="x-small", ncol=2)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize="small", ncol=len(coordinates) + 1,
+                  handletextpad=0.1, columnspacing=0.8)
     ax = axes[0][-1]
     width = 0.8 / max(len(bandits), 1)
     x = np.arange(len(TRAINING_PHASES))
