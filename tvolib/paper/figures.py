@@ -168,6 +168,8 @@ def _fig3(inputs: _Inputs) -> FigureResult:
                   f"{bandit_analysis.degenerate_share(rounds):.0%} of them degenerate")
     extra += (" (crosses: random rounds; degenerate: all interior points within 0.01 of each other, or two or "
               "more on a box edge)")
+    if len(columns) > 1 and inputs.profile.budget is not None:
+        extra += f"; the {inputs.profile.budget.describe()}"
     points = pd.concat(points, ignore_index=True) if points else analysis.betas_by_phase(pd.DataFrame(), "arm")
     table = pd.concat(tables, ignore_index=True)[["budget", *tables[0].columns[:-1]]] if tables else None
     caption = captions.scale_caption(inputs.profile, extra=extra)
