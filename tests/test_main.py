@@ -124,7 +124,7 @@ def test_entry_point_subprocess(root):
     out = subprocess.run([sys.executable, "-m", "tvolib", "run", "fig3", "--profile", "smoke", "--dry-run"],
                          capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stderr
-    assert "1 to run" in out.stdout
+    assert "2 to run" in out.stdout  # the profile's GP-bandit run and the bandit budget's
     bad = subprocess.run([sys.executable, "-m", "tvolib", "run", "fig3", "--profile", "smoke", "--device", "tpu"],
                          capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
     last = bad.stderr.strip().splitlines()[-1]  # (library warnings printed at import may come first)

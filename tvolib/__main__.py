@@ -18,14 +18,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 from typing import Any, Sequence
 
 import pandas as pd
-
-# linear_operator (GPyTorch's, imported through tvolib.bandit) calls the deprecated torch.jit.script
-# at import time; the warning says nothing about this program, so the console leaves it out.
-warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
 
 from tvolib import runs
 from tvolib.paper import sweeps

@@ -1,11 +1,12 @@
 """The scales: names, validation, the paper's setup, the PCFG's scale and the Makefile's check."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
-from tvolib.paper.profiles import DEFAULT_PROFILE, PROFILES, PCFGScale, get_profile, main
+from tvolib.paper.profiles import DEFAULT_PROFILE, PROFILES, BudgetScale, PCFGScale, get_profile, main
 from tvolib.paper.sweeps import all_configs
 from tvolib.runs.cost import estimate_gpu_seconds
 from tvolib.runs.stacks import MAX_STACK, stack_jobs
@@ -36,6 +37,7 @@ def test_get_profile_names_none_and_errors(monkeypatch):
     ("bandit_window", 0, "bandit_window=0"),
     ("lr", float("nan"), "lr=nan"),
     ("pcfg", {"epochs": 2}, "pcfg=.*a PCFGScale"),
+    ("budget", {"epochs": 475}, "budget=.*a BudgetScale or None"),
 ])
 def test_bad_profile_fields_rejected(field, value, message):
     with pytest.raises(ValueError, match=message):
@@ -94,3 +96,26 @@ def test_main_prints_the_profile_or_an_error(capsys):
     assert capsys.readouterr().err.strip() == "error: unknown profile 'bogus'; accepted profiles: smoke, quick, gpu, paper"
     assert main([]) == 2
     assert "usage" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field, value", [
+    ("epochs", 0), ("n_train", 0), ("n_test", 2.5), ("batch_size", None), ("window", 0), ("burn_in", -1),
+    ("n_init", 0), ("eval_every", True),
+])
+def test_bad_budget_scale_fields_name_the_field(field, value):
+    good = dataclasses.asdict(PROFILES["quick"].budget)
+    with pytest.raises(ValueError, match=f"BudgetScale.{field}="):
+        BudgetScale(**{**good, field: value})
+
+
+def test_the_bandit_budget_of_each_profile():
+    """gpu and paper: the paper's T = 1000 epochs with w = 10 on full MNIST; quick: the code's windows on
+    a CPU, its measured choice of data stated in the departures; smoke: a plumbing check."""
+    for name in ("gpu", "paper"):
+        b = PROFILES[name].budget
+        assert (b.epochs, b.window, b.burn_in, b.n_init, b.n_train, b.batch_size) == (1000, 10, 20, None, None, 1000)
+    b, text = PROFILES["quick"].budget, PROFILES["quick"].describe()
+    assert (b.epochs, b.window, b.burn_in, b.n_init, b.eval_every) == (475, 6, 20, None, 25)
+    assert "bandit budget (Fig 11" in text and "w = 6 epochs (+1 every 10 rounds)" in text
+    assert "still improves at the last epoch (measured" in text
+    assert PROFILES["smoke"].budget.epochs == PROFILES["smoke"].epochs

@@ -36,12 +36,13 @@ def test_fixed_schedule_digests_are_unchanged(name, expected):
     assert digest_hash(fixed) == expected
 
 
-@pytest.mark.parametrize("name, expected", [("smoke", "e3cf0e8255800ef8"), ("quick", "5f2eab4428039a4f"),
+@pytest.mark.parametrize("name, expected", [("smoke", "e3cf0e8255800ef8"), ("quick", "82e083bd6174d0fd"),
                                             ("paper", "fe5ace98c1670627")])
 def test_every_config_digest_is_pinned(name, expected):
     """Every config's digest, bandit runs included (their cache keys carry the bandit's revision).
     The smoke and paper values are also those before the PCFG's new options (left out of the digest
-    at their defaults); the quick PCFG sweep has its own, larger scale."""
+    at their defaults); the quick PCFG sweep has its own, larger scale. Quick's value includes the
+    bandit budget's runs (Fig 11); the other configs are those before it (5f2eab4428039a4f)."""
     assert digest_hash(sweeps.all_configs(name)) == expected
 
 
@@ -52,7 +53,10 @@ def test_figures_share_runs(name):
     assert digests(c for c in fig8 if c.schedule == "gp_bandit") <= fig4
     assert {c.schedule for c in fig8} == {"gp_bandit", "random"}
     assert digests(sweeps.fig1_tvo_integrand(name)) <= fig4
-    assert digests(sweeps.fig3_beta_over_time(name)) <= fig4
+    fig11 = digests(sweeps.fig11_bandit_budget(name))
+    assert digests(sweeps.fig3_beta_over_time(name)) <= fig4 | fig11  # the profile's runs, then the budget's
+    assert digests(sweeps.budget_bandits(name)) <= digests(sweeps.fig3_beta_over_time(name))
+    assert fig11 <= digests(sweeps.fig10_bandit_protocol(name))  # Fig 10's second row
     fig2 = sweeps.fig2_reward_surface(name)
     assert len(fig2) == 1 and fig2[0].d == 2 and fig2[0].schedule == "gp_bandit" and digests(fig2) <= fig4
     perm = sweeps.table_permutation(name)
@@ -136,9 +140,72 @@ def test_resolve_figure_stems_aliases_and_prefixes():
     assert digests(everything) == set().union(*(digests(fn("smoke")) for fn in sweeps.FIGURES.values()))
 
 
-@pytest.mark.parametrize("name, minutes", [("smoke", 2.0), ("quick", 45.0)])
-def test_profile_fits_its_budget_under_the_cost_model(name, minutes):
-    """The whole figure set (every distinct run) on 2 workers, by the runner's cost model."""
-    configs = sweeps.all_configs(name)
+@pytest.mark.parametrize("name, minutes, budget", [("smoke", 2.0, True), ("quick", 45.0, False)])
+def test_profile_fits_its_budget_under_the_cost_model(name, minutes, budget):
+    """The whole figure set (every distinct run; at quick without the bandit budget's runs, which
+    have their own hour) on 2 workers, by the runner's cost model."""
+    skipped = set() if budget else digests(sweeps.fig11_bandit_budget(name))
+    configs = [c for c in sweeps.all_configs(name) if (c.kind, c.digest()) not in skipped]
     wall = estimate_wall_seconds([estimate_seconds(c) for c in configs], workers=2)
     assert wall <= minutes * 60, f"{name}: {wall / 60:.1f} min estimated"
+
+
+def test_the_quick_bandit_budget_fits_an_hour_on_two_workers_with_six_series():
+    """Fig 11 at quick trains in about an hour on 2 cores with 2 workers, by the cost model, also
+    with a sixth series (another bandit protocol: runs priced as the GP bandit's)."""
+    configs = sweeps.fig11_bandit_budget("quick")
+    bandit = [c for c in configs if c.schedule == "gp_bandit"][:3]
+    extra = bandit * max(0, 6 - len(sweeps.BUDGET_SERIES))
+    wall = estimate_wall_seconds([estimate_seconds(c) for c in configs + extra], workers=2)
+    assert len(configs + extra) >= 18 and wall <= 60 * 60, f"{wall / 60:.1f} min estimated"
+
+
+def test_quick_bandit_budget_gives_every_bandit_run_40_gp_rounds():
+    """The quick Fig 11: MNIST, d = 5, S = 10, 3 seeds of every series; the code's windows (w = 6,
+    +1 every 10 rounds, after a 20-epoch burn-in) and its 3 d = 15 random rounds; every GP-bandit run
+    trains at least 40 windows with an arm its GP chose, by the window rule (not by running), and
+    475 epochs are the fewest that do."""
+    p = get_profile("quick")
+    configs = sweeps.fig11_bandit_budget(p)
+    assert len(configs) == 3 * len(sweeps.BUDGET_SERIES)
+    assert [sweeps.budget_series(c) for c in configs[::3]] == list(sweeps.BUDGET_SERIES)
+    assert {(c.model, c.dataset, c.d, c.S) for c in configs} == {("vae", "mnist", 5, 10)}
+    assert {c.seed for c in configs} == {0, 1, 2}
+    b = p.budget
+    assert all((c.epochs, c.n_train, c.n_test, c.batch_size, c.eval_every, c.eval_S)
+               == (b.epochs, b.n_train, b.n_test, b.batch_size, b.eval_every, p.eval_S) for c in configs)
+    bandits = [c for c in configs if c.schedule in sweeps.GP_SCHEDULES]
+    assert bandits and all(dict(c.schedule_options) == {"window": 6, "burn_in": 20} for c in bandits)
+    assert all(sweeps.planned_rounds(c) == (55, 40) for c in bandits)
+    assert all(sweeps.planned_rounds(c.replace(epochs=474))[1] == 39 for c in bandits)
+    random = [c for c in configs if c.schedule == "random"]
+    assert random and all(dict(c.schedule_options) == {"window": 6, "burn_in": 20} for c in random)
+
+
+def test_planned_rounds_follow_the_window_rule():
+    """w_k = w + floor(k / 10) epochs from the burn-in; GP rounds are those after n_init."""
+    config = sweeps.tvo_config("smoke", model="vae", dataset="mnist", schedule="gp_bandit", d=5, S=5, seed=0,
+                               epochs=20 + 10 * 2 + 3 * 3, bandit_options={"window": 2, "burn_in": 20, "n_init": 4})
+    assert sweeps.planned_rounds(config) == (13, 9)
+    assert sweeps.planned_rounds(config.replace(epochs=config.epochs - 1)) == (12, 8)
+    assert sweeps.planned_rounds(config.replace(schedule="log", schedule_options={})) == (0, 0)
+
+
+def test_one_more_bandit_series_is_one_more_entry(monkeypatch):
+    """Adding a series to BUDGET_SERIES adds its three runs to Fig 11 (and Figs 3 and 10), named back
+    by budget_series; a run of no series is refused by name."""
+    series = {**sweeps.BUDGET_SERIES, "GP-bandit (box domain)": ("gp_bandit", {"arm_domain": "box"})}
+    monkeypatch.setattr(sweeps, "BUDGET_SERIES", series)
+    configs = sweeps.fig11_bandit_budget("quick")
+    assert len(configs) == 18 and [sweeps.budget_series(c) for c in configs].count("GP-bandit (box domain)") == 3
+    assert [sweeps.budget_series(c) for c in configs].count("gp_bandit") == 3
+    assert len(sweeps.budget_bandits("quick")) == 6
+    assert digests(configs) <= digests(sweeps.fig10_bandit_protocol("quick"))
+    with pytest.raises(ValueError, match="no bandit-budget series trains schedule 'gp_bandit_unsorted'"):
+        sweeps.budget_series(configs[-1].replace(schedule="gp_bandit_unsorted"))
+
+
+def test_profiles_without_a_budget_have_no_budget_runs():
+    p = get_profile("smoke").replace(budget=None)
+    assert sweeps.fig11_bandit_budget(p) == [] and sweeps.budget_bandits(p) == []
+    assert digests(sweeps.fig3_beta_over_time(p)) <= digests(sweeps.fig4_vae_mnist_fashion(p))

@@ -11,12 +11,19 @@
 * :mod:`.posterior` -- :func:`reward_posterior`, the GP rebuilt from a recorded history, and
   :func:`replay`, the arms a fresh schedule chooses from it.
 """
-from .acquisition import theorem1_kappa
-from .model import Hyperparameters
-from .posterior import replay, reward_posterior
-from .protocol import PROTOCOLS, arm_degeneracy
-from .reward import evidence_spec_for
-from .scheduler import GPBanditSchedule, RandomSchedule
+import warnings
+
+# BoTorch imports linear_operator, which applies the deprecated ``torch.jit.script`` at import time:
+# a FutureWarning about a third-party package, printed once by every process that imports this one
+# (notebook kernels and every worker of a sweep). Only that warning is silenced, before the import.
+warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
+
+from .acquisition import theorem1_kappa  # noqa: E402
+from .model import Hyperparameters  # noqa: E402
+from .posterior import replay, reward_posterior  # noqa: E402
+from .protocol import PROTOCOLS, arm_degeneracy  # noqa: E402
+from .reward import evidence_spec_for  # noqa: E402
+from .scheduler import GPBanditSchedule, RandomSchedule  # noqa: E402
 
 __all__ = [
     "GPBanditSchedule",

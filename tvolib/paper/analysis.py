@@ -35,6 +35,7 @@ __all__ = [
     "stage_rounds",
     "reward_observations",
     "betas_by_phase",
+    "training_phase",
 ]
 
 
@@ -358,6 +359,19 @@ def betas_by_phase(frame: pd.DataFrame, column: str = "betas", keep: Sequence[st
         raise ValueError(f"betas_by_phase: column {column!r} holds no interior betas")
     long = pd.DataFrame(rows)
     epochs = long["epoch"].to_numpy(dtype=float)
-    edges = np.linspace(0.0, epochs.max(), len(TRAINING_PHASES) + 1)
-    phase = np.digitize(epochs, edges[1:-1], right=True)
-    return long.assign(phase=[TRAINING_PHASES[p] for p in phase])
+    return long.assign(phase=training_phase(epochs, epochs.max()))
+
+
+def training_phase(epochs: Any, total: Any) -> list[str]:
+    """The third of training (:data:`~tvolib.paper.names.TRAINING_PHASES`) of each epoch: first,
+    middle or last third of ``[0, total]``; an epoch ending a third belongs to it. ``total`` is one
+    number or one per epoch (each run's length).
+
+    Example:
+        >>> training_phase([1, 20, 21, 60], 60)
+        ['early', 'early', 'middle', 'late']
+    """
+    epochs = np.asarray(epochs, dtype=float)
+    scaled = epochs / np.broadcast_to(np.asarray(total, dtype=float), epochs.shape)
+    edges = np.linspace(0.0, 1.0, len(TRAINING_PHASES) + 1)[1:-1]
+    return [TRAINING_PHASES[i] for i in np.digitize(scaled, edges, right=True)]

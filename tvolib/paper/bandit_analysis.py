@@ -20,9 +20,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tvolib.paper.analysis import as_float_list, mean_sem, require
+from tvolib.paper.analysis import as_float_list, mean_sem, require, training_phase
+from tvolib.paper.names import TRAINING_PHASES
 
-__all__ = ["GP_SOURCES", "arm_summary", "degenerate_share", "protocol_ablation_table"]
+__all__ = ["GP_SOURCES", "arm_summary", "degenerate_share", "degenerate_by_phase", "with_chooser",
+           "protocol_ablation_table"]
 
 #: Sources of arms chosen after a GP fit ("corner": the code's random replacement of a proposal
 #: at the all-lower corner, counted with the GP's choices because the GP made the proposal).
@@ -39,6 +41,58 @@ def degenerate_share(rounds: pd.DataFrame) -> float:
     require(rounds, ["source", "next_degenerate"], "degenerate_share")
     chosen = rounds[rounds["source"].isin(GP_SOURCES)]
     return float(_flags(chosen["next_degenerate"]).mean()) if len(chosen) else float("nan")
+
+
+def with_chooser(rounds: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """``rounds`` sorted by run (``keys``) and round, with ``chosen_by``: who chose the ``arm`` each
+    round trained with, ``"GP"`` (the previous round's ``source`` in :data:`GP_SOURCES`) or
+    ``"random"`` (a random round, and round 0's initial arm).
+
+    Example:
+        >>> rounds = pd.DataFrame({"seed": [0, 0, 0], "round": [0, 1, 2], "source": ["random", "gp", "gp"]})
+        >>> with_chooser(rounds, ["seed"])["chosen_by"].tolist()
+        ['random', 'random', 'GP']
+    """
+    require(rounds, [*keys, "round", "source"], "with_chooser")
+    rounds = rounds.sort_values([*keys, "round"])
+    chooser = rounds.groupby(list(keys), dropna=False)["source"].shift(1)
+    return rounds.assign(chosen_by=["GP" if s in GP_SOURCES else "random" for s in chooser])
+
+
+def degenerate_by_phase(rounds: pd.DataFrame, keys: Sequence[str] = ()) -> pd.DataFrame:
+    """Per group of ``keys`` and third of training, the GP's arms chosen then and the share of them
+    that are degenerate (``next_degenerate``): does the share fall as rounds accumulate?
+
+    An arm belongs to the third of its run's ``epochs`` in which it was chosen (the round's
+    ``epoch``, :func:`~tvolib.paper.analysis.training_phase`); seeds are pooled.
+
+    Returns:
+        Columns ``*keys, phase, gp_arms, degenerate, degenerate_share`` (NaN without GP arms), every
+        phase of :data:`~tvolib.paper.names.TRAINING_PHASES` for every group.
+
+    Example:
+        >>> rounds = pd.DataFrame({"epoch": [10, 20, 50, 60], "epochs": 60, "source": ["random", "gp", "gp", "gp"],
+        ...                        "next_degenerate": [True, True, False, True]})
+        >>> degenerate_by_phase(rounds)["degenerate_share"].tolist()
+        [1.0, nan, 0.5]
+    """
+    require(rounds, [*keys, "epoch", "epochs", "source", "next_degenerate"], "degenerate_by_phase")
+    chosen = rounds[rounds["source"].isin(GP_SOURCES)]
+    chosen = chosen.assign(phase=training_phase(chosen["epoch"], chosen["epochs"]),
+                           degenerate=_flags(chosen["next_degenerate"]).astype(int))
+    groups = [((), rounds)] if not keys else [
+        (k if isinstance(k, tuple) else (k,), part) for k, part in rounds.groupby(list(keys), sort=False, dropna=False)]
+    rows = []
+    for key, _ in groups:
+        part = chosen
+        for name, value in zip(keys, key):
+            part = part[part[name] == value]
+        for phase in TRAINING_PHASES:
+            in_phase = part[part["phase"] == phase]
+            n, bad = len(in_phase), int(in_phase["degenerate"].sum())
+            rows.append({**dict(zip(keys, key)), "phase": phase, "gp_arms": n, "degenerate": bad,
+                         "degenerate_share": bad / n if n else float("nan")})
+    return pd.DataFrame(rows)
 
 
 def arm_summary(rounds: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:

@@ -16,6 +16,7 @@ __all__ = [
     "pcfg_table_caption",
     "wallclock_caption",
     "permutation_caption",
+    "budget_caption",
 ]
 
 #: The PCFG's scale in the paper (Appendix D.1), quoted next to reduced scales.
@@ -90,3 +91,22 @@ def permutation_caption(profile: Profile | str | None) -> str:
     p = get_profile(profile)
     return ("Permutation-invariance table (Appendix D.4): test log p(x) (nats, mean over "
             f"{len(p.seeds)} seed(s)) after T epochs, VAE on MNIST. " + scale_caption(p))
+
+
+def budget_caption(profile: Profile | str | None, *, extra: str = "") -> str:
+    """One line stating the bandit budget's scale (Fig 11, :meth:`~tvolib.paper.profiles.BudgetScale.describe`),
+    its seeds and test evaluation; ``extra`` is appended after a semicolon.
+
+    Example:
+        >>> budget_caption("gpu").split(":")[0]
+        "profile 'gpu', bandit budget (Fig 11, and the long runs of Figs 3 and 10)"
+    """
+    p = get_profile(profile)
+    if p.budget is None:
+        raise ValueError(f"profile {p.name!r} sets no bandit budget (Profile.budget is None)")
+    seeds = min(len(p.seeds), 3)
+    line = (f"profile '{p.name}', {p.budget.describe()}; {seeds} seed{'s' if seeds > 1 else ''}, test log p(x) by "
+            f"IWAE-{p.eval_S}")
+    if p.name != "paper":
+        line += " (reduced scale, see notebook)"
+    return line + (f"; {extra}" if extra else "")

@@ -22,13 +22,23 @@ from matplotlib.figure import Figure
 from tvolib import paths, runs
 from tvolib.models.pcfg import load_grammar
 from tvolib.paper import analysis, bandit_analysis, captions, integrand, pcfg_analysis, results
-from tvolib.paper.names import MODEL_LABELS, schedule_label
+from tvolib.paper.names import MODEL_LABELS, TRAINING_PHASES, schedule_label
 from tvolib.paper.profiles import Profile, get_profile
-from tvolib.paper.sweeps import FIGURES, PROTOCOL_VARIANTS, protocol_method, resolve_figure
+from tvolib.paper.sweeps import (
+    FIGURES,
+    GP_SCHEDULES,
+    PROTOCOL_VARIANTS,
+    budget_series,
+    fig11_bandit_budget,
+    planned_rounds,
+    protocol_method,
+    resolve_figure,
+)
 from tvolib.training.pcfg_levels import length_cut_ml_floor, uniform_level
 from tvolib.training.run_folder import check_writable
 from tvolib.plotting import (
     IntegrandPanel,
+    plot_bandit_budget,
     plot_betas_over_time,
     plot_integrand,
     plot_metric_vs_d,
@@ -119,28 +129,49 @@ def _fig2(inputs: _Inputs) -> FigureResult:
     return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
 
 
+def _budgets(inputs: _Inputs) -> dict[str, tuple[bool, list[Any]]]:
+    """The figure's configs by budget: label -> (whether these are the bandit budget's runs, the
+    configs); the profile's runs first, then Fig 11's."""
+    long = {c.digest() for c in fig11_bandit_budget(inputs.profile)}
+    groups: dict[str, tuple[bool, list[Any]]] = {}
+    for config in inputs.configs:
+        is_long = config.digest() in long
+        label = f"{config.epochs} epochs" + (" (bandit budget)" if is_long else "")
+        groups.setdefault(label, (is_long, []))[1].append(config)
+    return groups
+
+
 def _fig3(inputs: _Inputs) -> FigureResult:
-    """Fig 3: every seed's arms over training (crosses: random rounds), a per-seed summary table."""
-    rounds = results.collect_schedule_histories(inputs.configs, inputs.results_root)
+    """Fig 3: every seed's arms over training (crosses: random rounds), a per-seed summary table;
+    one column per budget (the profile's runs, then the bandit budget's, a column per bandit series)."""
     config = inputs.configs[0]
-    extra = f"MNIST, d = {config.d}, S = {config.S}, {len(inputs.configs)} seed(s) pooled"
-    table = None
-    if rounds.empty:
-        points = analysis.betas_by_phase(rounds, "arm")
-    else:
-        rounds = rounds.sort_values(["seed", "round"])
-        chooser = rounds.groupby("seed")["source"].shift(1).fillna("random")  # who chose each round's arm
-        rounds = rounds.assign(chosen_by=chooser.map(lambda s: "GP" if s in bandit_analysis.GP_SOURCES else "random"))
-        points = analysis.betas_by_phase(rounds, "arm", keep=("seed", "chosen_by"))
+    extra = f"MNIST, d = {config.d}, S = {config.S}, seeds pooled"
+    columns: dict[str, list[Any]] = {}  # a column per budget, and per bandit series of the bandit budget
+    for budget, (long, configs) in _budgets(inputs).items():
+        for config in configs:
+            series = budget_series(config) if long else "gp_bandit"
+            columns.setdefault(budget if series == "gp_bandit" else f"{budget}: {series}", []).append(config)
+    points, tables = [], []
+    for budget, configs in columns.items():
+        rounds = results.collect_schedule_histories(configs, inputs.results_root)
+        if rounds.empty:
+            continue
+        rounds = bandit_analysis.with_chooser(rounds, ["seed"])
+        points.append(analysis.betas_by_phase(rounds, "arm", keep=("seed", "chosen_by")).assign(budget=budget))
         table = bandit_analysis.arm_summary(rounds, ["seed"])
-        finals = inputs.frame.set_index("seed")["test_log_px"] if "test_log_px" in inputs.frame else None
-        if finals is not None:
-            table["test_log_px"] = table["seed"].map(finals)
+        if "test_log_px" in inputs.frame:
+            finals = inputs.frame.set_index("digest")["test_log_px"]
+            table["test_log_px"] = table["seed"].map({c.seed: finals.get(c.digest()) for c in configs})
+        tables.append(table.assign(budget=budget))
         gp, total = int(table["gp_rounds"].sum()), int(table["rounds"].sum())
-        share = bandit_analysis.degenerate_share(rounds)
-        extra += (f"; {gp} of {total} rounds' arms chosen by the GP (crosses: random rounds), "
-                  f"{share:.0%} of them degenerate (all interior points within 0.01 of each other, or two "
-                  "or more on a box edge)")
+        extra += (f"; {budget}: {gp} of {total} rounds' arms chosen by the GP, "
+                  f"{bandit_analysis.degenerate_share(rounds):.0%} of them degenerate")
+    extra += (" (crosses: random rounds; degenerate: all interior points within 0.01 of each other, or two or "
+              "more on a box edge)")
+    if len(columns) > 1 and inputs.profile.budget is not None:
+        extra += f"; the {inputs.profile.budget.describe()}"
+    points = pd.concat(points, ignore_index=True) if points else analysis.betas_by_phase(pd.DataFrame(), "arm")
+    table = pd.concat(tables, ignore_index=True)[["budget", *tables[0].columns[:-1]]] if tables else None
     caption = captions.scale_caption(inputs.profile, extra=extra)
     fig = plot_betas_over_time(points, title=caption)
     return _result(inputs, fig, table, caption, save_figure(fig, inputs.name, inputs.figures_dir))
@@ -216,24 +247,47 @@ def _table_permutation(inputs: _Inputs) -> FigureResult:
     return _result(inputs, None, table, caption, save_table(table, inputs.name, inputs.figures_dir, caption=caption))
 
 
-def _fig10(inputs: _Inputs) -> FigureResult:
-    """The bandit-protocol ablation: each protocol variant beside the fixed schedules and random arms."""
+def _run_rows(configs: list[Any], method: Callable[[Any], str],
+              results_root: str | os.PathLike[str] | None) -> pd.DataFrame:
+    """One row per run: its ``method``, seed, final test log p(x) and KL, the arms its GP chose and
+    how many of them were degenerate (:func:`~tvolib.paper.bandit_analysis.protocol_ablation_table`'s input)."""
     rows = []
-    for config in inputs.configs:
-        final = runs.load_final(config, inputs.results_root)
-        rounds = runs.load_schedule_history(config, inputs.results_root)
+    for config in configs:
+        final = runs.load_final(config, results_root)
+        rounds = runs.load_schedule_history(config, results_root)
         bandit = len(rounds) > 0 and "source" in rounds  # fixed schedules log no rounds
         chosen = rounds[rounds["source"].isin(bandit_analysis.GP_SOURCES)] if bandit else rounds.iloc[:0]
         share = bandit_analysis.degenerate_share(rounds) if len(chosen) else 0.0
-        rows.append({"method": protocol_method(config), "seed": config.seed, "test_log_px": final["test_log_px"],
+        rows.append({"method": method(config), "seed": config.seed, "test_log_px": final["test_log_px"],
                      "test_kl": final["test_kl"], "gp_rounds": len(chosen), "degenerate_gp_rounds": share * len(chosen)})
-    order = ["log", "linear", "moments", "random", *PROTOCOL_VARIANTS]
-    table = bandit_analysis.protocol_ablation_table(pd.DataFrame(rows), order)
-    table["method"] = [m if m in PROTOCOL_VARIANTS else f"{schedule_label(m)} (schedule)" for m in table["method"]]
+    return pd.DataFrame(rows)
+
+
+def _ablation_method(config: Any, long: bool) -> str:
+    """Fig 10's name for a run: its protocol variant or schedule; a bandit budget run its series
+    (the code's protocol named as in the profile's rows)."""
+    series = budget_series(config) if long else "gp_bandit"
+    return protocol_method(config) if series == "gp_bandit" else series
+
+
+def _fig10(inputs: _Inputs) -> FigureResult:
+    """The bandit-protocol ablation: each protocol variant beside the fixed schedules and random arms,
+    one row per budget (the profile's runs, then the bandit budget's)."""
+    tables = []
+    for budget, (long, configs) in _budgets(inputs).items():
+        frame = _run_rows(configs, lambda c: _ablation_method(c, long), inputs.results_root)
+        order = ["log", "linear", "moments", "random", *PROTOCOL_VARIANTS]
+        order += [m for m in dict.fromkeys(frame["method"]) if m not in order]
+        tables.append(bandit_analysis.protocol_ablation_table(frame, order).assign(budget=budget))
+    table = pd.concat(tables, ignore_index=True)
+    fixed = ("log", "linear", "moments", "random")
+    table["method"] = [f"{schedule_label(m)} (schedule)" if m in fixed else m for m in table["method"]]
+    table = table[["budget", *(c for c in table.columns if c != "budget")]]
     config = inputs.configs[0]
     caption = captions.scale_caption(inputs.profile, extra=(
         f"MNIST, d = {config.d}, S = {config.S}; GP bandit under the authors' code's protocol ('code'), the "
-        "paper's text alone ('paper-text') and one item of the code's protocol changed at a time"))
+        "paper's text alone ('paper-text') and one item of the code's protocol changed at a time"
+        + (f"; below, the {inputs.profile.budget.describe()}" if len(tables) > 1 else "")))
     fig = plot_protocol_ablation(table, title=caption)
     paths = save_figure(fig, inputs.name, inputs.figures_dir)
     paths += save_table(table, inputs.name, inputs.figures_dir, caption=caption, floatfmt=".3f")
@@ -241,22 +295,36 @@ def _fig10(inputs: _Inputs) -> FigureResult:
 
 
 def _fig11(inputs: _Inputs) -> FigureResult:
-    """The bandit's budget: test log p(x) against epochs over a run long enough for the GP to matter."""
+    """The bandit's budget: test log p(x) against epochs over a run long enough for the GP to matter,
+    the bandit's arms and the share of its degenerate arms per third of training."""
     p = inputs.profile
     if not inputs.configs:
-        caption = (f"Not run at profile '{p.name}': this figure trains 1000 epochs on full MNIST (d = 5, S = 10, "
-                   "3 seeds per schedule); run it with PROFILE=gpu (about 20 GPU minutes).")
-        fig = message_figure(caption, "Bandit budget (T = 1000, w = 10)")
+        caption = (f"Not run at profile '{p.name}': the bandit-budget figure trains d = 5, S = 10 on MNIST, 3 seeds "
+                   "per schedule, for many bandit rounds; this profile sets no budget for it.")
+        fig = message_figure(caption, "Bandit budget")
         return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
-    histories = results.collect_histories(inputs.configs, inputs.results_root)
+    root = inputs.results_root
+    series: dict[str, list[Any]] = {}
+    for config in inputs.configs:
+        series.setdefault(budget_series(config), []).append(config)
+    histories = pd.concat([results.collect_histories(configs, root).assign(schedule=name)
+                           for name, configs in series.items()], ignore_index=True)
     curves = analysis.training_curves(histories, "test_log_px", facets=(), seed=None)
-    config = next(c for c in inputs.configs if c.schedule == "gp_bandit")
-    caption = captions.scale_caption(p, epochs=config.epochs, extra=(
-        f"MNIST, d = {config.d}, S = {config.S}, window {dict(config.schedule_options or ()).get('window', 6)} "
-        "epochs for the bandit; mean +- s.e. over seeds; the paper's permutation table gives the bandit -91.49 "
-        "at 1000 epochs (d = 5, S = 10)"))
-    fig = plot_training_curves(curves, metric="test_log_px", row=None, col=None, title=caption)
-    table = analysis.summarise_by_schedule(inputs.frame)
+    bandits = {name: configs for name, configs in series.items() if configs[0].schedule in GP_SCHEDULES}
+    rounds = pd.concat([bandit_analysis.with_chooser(results.collect_schedule_histories(configs, root), ["seed"])
+                        .assign(schedule=name) for name, configs in bandits.items()], ignore_index=True)
+    arms = analysis.betas_by_phase(rounds, "arm", keep=("seed", "chosen_by", "schedule"))
+    degenerate = bandit_analysis.degenerate_by_phase(rounds, ["schedule"])
+    table = bandit_analysis.protocol_ablation_table(_run_rows(inputs.configs, budget_series, root), list(series))
+    shares = degenerate.pivot(index="schedule", columns="phase", values="degenerate_share")
+    for phase in TRAINING_PHASES:
+        table[f"degenerate_share_{phase}"] = table["method"].map(shares[phase])
+    gp_rounds = min(planned_rounds(configs[0])[1] for configs in bandits.values()) if bandits else 0
+    caption = captions.budget_caption(p, extra=(
+        f"GP-bandit: the authors' code's protocol; at least {gp_rounds} rounds per run train an arm chosen by the "
+        "GP (window rule, before early updates); crosses: random rounds; the paper's permutation table gives the "
+        "bandit -91.49 at 1000 epochs (full MNIST, d = 5, S = 10)"))
+    fig = plot_bandit_budget(curves, arms, degenerate, title=caption)
     paths = save_figure(fig, inputs.name, inputs.figures_dir)
     paths += save_table(table, inputs.name, inputs.figures_dir, caption=caption, floatfmt=".3f")
     return _result(inputs, fig, table, caption, paths)

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from tvolib.paper.profiles import Profile, get_profile
 from tvolib.training import PCFGConfig, RunConfig
+from tvolib.training.schedule import make_schedule
 
 __all__ = [
     "COMPARED_SCHEDULES",
@@ -45,7 +46,10 @@ __all__ = [
     "fig10_bandit_protocol",
     "fig11_bandit_budget",
     "PROTOCOL_VARIANTS",
-    "BUDGET_SCHEDULES",
+    "BUDGET_SERIES",
+    "budget_series",
+    "budget_bandits",
+    "planned_rounds",
     "protocol_method",
     "pcfg_sweep",
     "tail_fraction",
@@ -172,10 +176,11 @@ def fig2_reward_surface(profile: Profile | str) -> list[Any]:
 
 
 def fig3_beta_over_time(profile: Profile | str) -> list[Any]:
-    """Fig 3: the bandit's chosen betas over training, d = 5 on MNIST (first S, every seed)."""
+    """Fig 3: the bandit's chosen betas over training, d = 5 on MNIST (first S, every seed), then
+    the same over the bandit budget (Fig 11's GP-bandit runs, :func:`budget_bandits`)."""
     p = get_profile(profile)
     return [tvo_config(p, model="vae", dataset="mnist", schedule="gp_bandit", d=_showcase_d(p, 5), S=p.S_values[0],
-                       seed=seed) for seed in p.seeds]
+                       seed=seed) for seed in p.seeds] + budget_bandits(p)
 
 
 def fig4_vae_mnist_fashion(profile: Profile | str) -> list[Any]:
@@ -286,7 +291,7 @@ PROTOCOL_VARIANTS: dict[str, dict[str, Any]] = {
 def fig10_bandit_protocol(profile: Profile | str) -> list[Any]:
     """The bandit-protocol ablation: every :data:`PROTOCOL_VARIANTS` on MNIST at the profile's
     showcase d (5) and first S, every seed, beside Fig 4's log, linear, moments and Fig 8's random
-    runs (shared configs)."""
+    runs (shared configs); then every run of the bandit budget (:func:`fig11_bandit_budget`)."""
     p = get_profile(profile)
     d, S = _showcase_d(p, 5), p.S_values[0]
     fixed = [tvo_config(p, model="vae", dataset="mnist", schedule=sch, d=d, S=S, seed=seed)
@@ -300,7 +305,7 @@ def fig10_bandit_protocol(profile: Profile | str) -> list[Any]:
             if options.get("n_init", 0) is None:  # the preset's own number of random rounds
                 config = config.replace(schedule_options={k: v for k, v in config.schedule_options if k != "n_init"})
             bandits.append(config)
-    return fixed + bandits
+    return fixed + bandits + fig11_bandit_budget(p)
 
 
 def protocol_method(config: Any) -> str:
@@ -316,32 +321,86 @@ def protocol_method(config: Any) -> str:
     return "code"
 
 
-#: Schedules of the bandit-budget figure (the paper's T = 1000 epochs, w = 10).
-BUDGET_SCHEDULES: tuple[str, ...] = ("log", "linear", "moments", "random", "gp_bandit")
+#: The bandit-budget figure's series: name -> (schedule, schedule options over the budget's
+#: windows). The name is the series' legend entry (:func:`~tvolib.paper.names.schedule_label`);
+#: ``gp_bandit`` is the GP bandit under the authors' code's protocol (``protocol="code"``, the
+#: schedule's default). One more bandit series is one more line (the options are the schedule's
+#: keyword arguments, e.g. ``{"protocol": <preset>}`` for another preset of
+#: :mod:`tvolib.bandit.protocol`).
+BUDGET_SERIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "log": ("log", {}),
+    "linear": ("linear", {}),
+    "moments": ("moments", {}),
+    "random": ("random", {}),
+    "gp_bandit": ("gp_bandit", {}),
+    # ---- more bandit series here, one line each ----
+}
 
 
 def fig11_bandit_budget(profile: Profile | str) -> list[Any]:
-    """A budget long enough for the bandit to matter: the paper's T = ``profile.budget_epochs``
-    epochs with window ``profile.budget_window`` (paper: 1000 and 10), MNIST at the profile's data
-    size, d = 5, S = 10 (the first S), three seeds, the code's protocol with its own burn-in
-    (20 epochs) and random rounds (3 d); none when the profile does not run it."""
+    """A budget long enough for the bandit to matter (:class:`~tvolib.paper.profiles.BudgetScale`):
+    every :data:`BUDGET_SERIES` on MNIST at d = 5 and the first S, three seeds, the budget's data,
+    epochs and evaluation, and for the windowed schedules its window, burn-in and random rounds;
+    none when the profile does not run it."""
     p = get_profile(profile)
-    if p.budget_epochs is None:
+    b = p.budget
+    if b is None:
         return []
-    d, S, T = _showcase_d(p, 5), p.S_values[0], p.budget_epochs
-    burn_in = min(20, max(0, T // 10))  # the code's 20 epochs; a tenth of a shorter (smoke) budget
-    n_init = None if p.name in ("gpu", "paper") else p.bandit_n_init
-    options = {"window": p.budget_window, "burn_in": burn_in, "n_init": n_init}
+    d, S = _showcase_d(p, 5), p.S_values[0]
+    windows = {"window": b.window, "burn_in": b.burn_in, "n_init": b.n_init}
     configs = []
-    for sch in BUDGET_SCHEDULES:
+    for schedule, extra in BUDGET_SERIES.values():
         for seed in p.seeds[:3]:
-            config = tvo_config(p, model="vae", dataset="mnist", schedule=sch, d=d, S=S, seed=seed, epochs=T,
-                                eval_every=max(1, T // 20))
-            if sch in WINDOWED_SCHEDULES:
-                chosen = {k: v for k, v in options.items() if v is not None and (k != "n_init" or sch in GP_SCHEDULES)}
-                config = config.replace(schedule_options=chosen)
-            configs.append(config)
+            config = tvo_config(p, model="vae", dataset="mnist", schedule=schedule, d=d, S=S, seed=seed,
+                                epochs=b.epochs, eval_every=b.eval_every)
+            changes: dict[str, Any] = {"n_train": b.n_train, "n_test": b.n_test, "batch_size": b.batch_size}
+            if schedule in WINDOWED_SCHEDULES:
+                chosen = {k: v for k, v in windows.items()
+                          if v is not None and (k != "n_init" or schedule in GP_SCHEDULES)}
+                changes["schedule_options"] = {**chosen, **extra}
+            configs.append(config.replace(**changes).validate())
     return configs
+
+
+def budget_series(config: Any) -> str:
+    """The :data:`BUDGET_SERIES` name of a Fig 11 run: the series of its schedule whose options it
+    carries (the one with the most options when several match).
+
+    Raises:
+        ValueError: no series has this schedule and options.
+    """
+    options = dict(config.schedule_options)
+    matches = [(len(extra), name) for name, (schedule, extra) in BUDGET_SERIES.items()
+               if schedule == config.schedule and all(options.get(k) == v for k, v in extra.items())]
+    if not matches:
+        raise ValueError(f"no bandit-budget series trains schedule {config.schedule!r} with options {options}; "
+                         f"the series: {list(BUDGET_SERIES)}")
+    return max(matches)[1]
+
+
+def budget_bandits(profile: Profile | str) -> list[Any]:
+    """The Fig 11 runs of the GP bandit, every bandit series (the long runs Fig 3 adds)."""
+    return [c for c in fig11_bandit_budget(profile) if c.schedule in GP_SCHEDULES]
+
+
+def planned_rounds(config: Any) -> tuple[int, int]:
+    """Rounds of a windowed run that close by its last epoch without an early update, and how many
+    of them trained an arm chosen by the GP: computed from the schedule's own window rule
+    (:meth:`~tvolib.bandit.base.BanditScheduleBase.window_length` from its burn-in) and its
+    random rounds, nothing trained. Early updates shorten windows, so a run has at least these.
+
+    Returns:
+        ``(rounds, gp_rounds)``; ``(0, 0)`` for a schedule without windows.
+    """
+    if config.schedule not in WINDOWED_SCHEDULES:
+        return 0, 0
+    schedule = make_schedule(config.schedule, config.d, seed=config.seed, options=dict(config.schedule_options))
+    rounds, epoch = 0, schedule.burn_in
+    while epoch + schedule.window_length(rounds) <= config.epochs:
+        epoch += schedule.window_length(rounds)
+        rounds += 1
+    n_init = getattr(schedule, "n_init", None)
+    return rounds, 0 if n_init is None else max(0, rounds - n_init)
 
 
 #: Every figure/table in notebook order, by stem.

@@ -8,14 +8,20 @@ module            figures
 ================  ==========================================================================
 ``style``         the seaborn style, fixed colours/markers, shared legend, empty-figure message
 ``integrand``     Fig 1 (:func:`plot_integrand`)
-``bandit``        Figs 2, 3, 10 (:func:`plot_reward_surface`, :func:`plot_betas_over_time`,
-                  :func:`plot_protocol_ablation`)
+``bandit``        Figs 2, 3, 10, 11 (:func:`plot_reward_surface`, :func:`plot_betas_over_time`,
+                  :func:`plot_protocol_ablation`, :func:`plot_bandit_budget`)
 ``metrics``       Figs 4, 5, 7, 8 (:func:`plot_metric_vs_d`) and Fig 9 (:func:`plot_training_curves`)
 ``pcfg_kl``       Fig 6 (:func:`plot_pcfg`)
 ``save``          :func:`save_figure` (PDF + PNG) and :func:`save_table` (CSV + Markdown)
 ================  ==========================================================================
 """
-from tvolib.plotting.bandit import RewardPanel, plot_betas_over_time, plot_protocol_ablation, plot_reward_surface
+from tvolib.plotting.bandit import (
+    RewardPanel,
+    plot_bandit_budget,
+    plot_betas_over_time,
+    plot_protocol_ablation,
+    plot_reward_surface,
+)
 from tvolib.plotting.integrand import IntegrandPanel, plot_integrand
 from tvolib.plotting.metrics import plot_metric_vs_d, plot_training_curves
 from tvolib.plotting.pcfg_kl import plot_pcfg
@@ -26,6 +32,7 @@ __all__ = [
     "IntegrandPanel",
     "RewardPanel",
     "pcfg_palette",
+    "plot_bandit_budget",
     "plot_betas_over_time",
     "plot_integrand",
     "plot_metric_vs_d",
