@@ -147,3 +147,25 @@ def protocol_ablation_table(runs: pd.DataFrame, order: Sequence[str]) -> pd.Data
         rows.append({"method": method, "log_px": lp, "log_px_sem": lp_sem, "kl": kl, "kl_sem": kl_sem,
                      "degenerate_share": share, "gp_rounds": gp, "seeds": n})
     return pd.DataFrame(rows)
+
+
+def testbed_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """The test bed's table by ``(case, protocol)``, in the frame's order: mean regret and its
+    standard error over seeds, mean RMS distance to the optimum, mean degenerate share, seeds, the
+    GP's rounds per run, and the regret relative to random arms' on the same case (< 1: better).
+
+    Example:
+        >>> frame = pd.DataFrame({"case": ["a"] * 4, "protocol": ["random arms"] * 2 + ["x"] * 2,
+        ...                       "seed": [0, 1, 0, 1], "regret": [0.6, 0.8, 0.2, 0.4],
+        ...                       "distance": [0.1] * 4, "degenerate": [0.0, 0.0, 0.5, 0.0], "gp_rounds": [0, 0, 9, 9]})
+        >>> testbed_summary(frame)[["protocol", "regret", "vs_random"]].round(2).values.tolist()
+        [['random arms', 0.7, 1.0], ['x', 0.3, 0.43]]
+    """
+    require(frame, ["case", "protocol", "seed", "regret", "distance", "degenerate", "gp_rounds"], "testbed_summary")
+    grouped = frame.groupby(["case", "protocol"], sort=False)
+    table = grouped.agg(regret=("regret", "mean"), regret_sem=("regret", "sem"), distance=("distance", "mean"),
+                        degenerate=("degenerate", "mean"), seeds=("seed", "count"),
+                        gp_rounds=("gp_rounds", "mean")).reset_index()
+    random = table[table["protocol"] == "random arms"].set_index("case")["regret"]
+    table["vs_random"] = table["regret"] / table["case"].map(random)
+    return table

@@ -89,6 +89,40 @@ class PCFGScale:
 
 
 @dataclass(frozen=True)
+class TestbedScale:
+    """The bandit test bed's scale (:mod:`tvolib.bandit.testbed`, the test-bed figure): which cases
+    of :data:`~tvolib.bandit.testbed.CASES`, how many seeds, and the run length (``None``: each
+    case's own, 160 epochs)."""
+
+    __test__ = False  # not a pytest class
+
+    cases: tuple[str, ...]
+    seeds: int
+    epochs: int | None = None
+
+    def __post_init__(self) -> None:
+        from tvolib.bandit.testbed import CASES  # the bandit package is heavy: only when a scale is built
+
+        unknown = [c for c in self.cases if c not in CASES]
+        if not self.cases or unknown:
+            raise ValueError(f"TestbedScale.cases={self.cases!r} is invalid; expected names of "
+                             f"tvolib.bandit.testbed.CASES (unknown: {unknown})")
+        if not _positive_ints([self.seeds]) or (self.epochs is not None and not _positive_ints([self.epochs])):
+            raise ValueError(f"TestbedScale seeds={self.seeds!r}, epochs={self.epochs!r}: expected positive ints "
+                             "(epochs may be None)")
+
+
+#: The test bed at every profile but smoke: d = 2, 5 and 10 under the strong trend, the optima of
+#: every kind, and the d = 5 log-like optimum under every other trend; five seeds.
+TESTBED = TestbedScale(
+    cases=("d2-log-strong", "d2-drift-strong", "d5-log-strong", "d5-linear-strong", "d5-corner-strong",
+           "d5-drift-strong", "d5-log-none", "d5-log-mild", "d5-log-quick", "d10-log-strong",
+           "d10-corner-strong"),
+    seeds=5,
+)
+
+
+@dataclass(frozen=True)
 class BudgetScale:
     """The scale of the bandit-budget figure (Fig 11), whose bandit runs Figs 3 and 10 also draw:
     VAE on MNIST, d = 5, the profile's first S and three seeds, long enough for the GP to choose
@@ -184,6 +218,8 @@ class Profile:
     permutation_S_values: tuple[int, ...]
     #: Fig 6's scale (Appendix D.1).
     pcfg: PCFGScale
+    #: The bandit test bed's scale (not a training run: synthetic rewards with known optima).
+    testbed: TestbedScale = TESTBED
     #: How this profile departs from the paper (shown in captions / the plan).
     departures: str = ""
 
@@ -449,6 +485,7 @@ _SMOKE = Profile(
     permutation_S_values=(5,),
     pcfg=PCFGScale(epochs=2, n_train=4, n_test=3, hidden_dim=16, train_max_words=7, eval_max_words=7,
                    max_productions=31, lr=1e-3, S_values=(2,), seeds=(0,), tail_fraction=0.25),
+    testbed=TestbedScale(cases=("d2-log-strong", "d5-log-strong"), seeds=1, epochs=60),
     departures=(
         "a plumbing check only (CI): 200 train / 100 test examples, 6 epochs, S = 5, d in {2, 5}, one seed, "
         "IWAE-50 evaluation, bandit window 1 epoch; the numbers mean nothing."
