@@ -506,3 +506,93 @@ def test_load_state_dict_checks_every_history_row(field, value, message) -> None
     del state["history"][1][field if field != "skipped" else "reward"]
     with pytest.raises(ValueError, match=r"history\[1\]' must be a round record with keys"):
         RandomSchedule(3, window=2, arm_domain="box", seed=0).load_state_dict(state)
+
+
+# ---- the rounds of a saved state follow one another; every history field is checked -----------------
+
+
+def _stepped(**kwargs) -> tuple[RandomSchedule, dict]:
+    """A random schedule after 7 epochs of windows of 2 (rounds 0..2 closed, round 3 open) and its saved state."""
+    s = RandomSchedule(3, window=2, seed=0, **kwargs)
+    for epoch in range(7):
+        s.step(epoch, evidence=float(epoch))
+    return s, roundtrip(s.state_dict())
+
+
+def test_load_state_dict_refuses_a_broken_arm_chain() -> None:
+    """The arm trained now is the last round's next_arm, and each round's arm is the previous round's
+    next_arm: otherwise the run would train an arm the bandit never chose."""
+    _, state = _stepped()
+    other = [0.1, 0.2] if state["arm"] != [0.1, 0.2] else [0.1, 0.3]
+    with pytest.raises(ValueError, match=r"'arm' is \[0\.1, 0\.[23]\], but round 2 chose next_arm .*never chose"):
+        RandomSchedule(3, window=2, seed=0).load_state_dict({**state, "arm": other})
+    state["history"][0]["next_arm"] = other
+    with pytest.raises(ValueError, match=r"'history\[1\]\.arm' is .*, but round 0 chose next_arm \[0\.1, 0\.[23]\]"):
+        RandomSchedule(3, window=2, seed=0).load_state_dict(state)
+
+
+def test_load_state_dict_refuses_a_cut_history_with_its_round_counter_lowered() -> None:
+    """Cutting the last round and lowering ``round`` to match (and even mending the arm chain) leaves
+    the open window starting where no recorded round ended: refused, so no round goes missing."""
+    _, state = _stepped()
+    state["history"] = state["history"][:-1]
+    state["round"] -= 1
+    state["arm"] = state["history"][-1]["next_arm"]
+    with pytest.raises(ValueError, match=r"'start_epoch' is 6, but the last recorded round \(1\) ended at epoch 4"):
+        RandomSchedule(3, window=2, seed=0).load_state_dict(state)
+    _, state = _stepped()
+    state["history"][1]["start_epoch"] = 3
+    with pytest.raises(ValueError, match=r"'history\[1\]\.start_epoch' is 3, but round 0 ended at epoch 2"):
+        RandomSchedule(3, window=2, seed=0).load_state_dict(state)
+    _, state = _stepped()
+    state["history"][1]["window"] = 5
+    with pytest.raises(ValueError, match=r"'history\[1\]\.window' is 5, but this schedule plans 2 epochs"):
+        RandomSchedule(3, window=2, seed=0).load_state_dict(state)
+
+
+BAD_FIELDS = [
+    ("n_obs", -5, r"'history\[1\]\.n_obs' must be None or an int >= 0; got -5"),
+    ("lengthscale", "x", r"'history\[1\]\.lengthscale' must be None or a finite number; got 'x'"),
+    ("epoch", "4", r"'history\[1\]\.epoch' must be None or an int >= 0; got '4'"),
+    ("fit_ok", "maybe", r"'history\[1\]\.fit_ok' must be None, True or False; got 'maybe'"),
+    ("next_degenerate", 2, r"'history\[1\]\.next_degenerate' must be True or False; got 2"),
+    ("ignored_epochs", [-1], r"'history\[1\]\.ignored_epochs' must be a list of ints >= 0; got \[-1\]"),
+    ("betas", "x", r"'history\[1\]\.betas' must be a list of finite numbers; got 'x'"),
+    ("source", 3, r"'history\[1\]\.source' must be a string; got 3"),
+    ("evidence_end", 1e300, r"'history\[1\]\.evidence_end' must be None or a finite number within \+-5e\+05"),
+    ("reward", 10**400, r"'history\[1\]\.reward' must be a finite number within \+-1e\+06 nats"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), BAD_FIELDS, ids=[case[0] for case in BAD_FIELDS])
+def test_load_state_dict_checks_every_history_field(field, value, message) -> None:
+    _, state = _stepped()
+    state["history"][1][field] = value
+    with pytest.raises(ValueError, match=message):
+        RandomSchedule(3, window=2, seed=0).load_state_dict(state)
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("window_evidence", [1e300], r"'window_evidence' must be a list of finite numbers within \+-5e\+05 nats"),
+    ("window_evidence", [10**400], r"'window_evidence' must be a list of finite numbers"),
+    ("start_evidence", -1e300, r"'start_evidence' must be a finite number within \+-5e\+05 nats"),
+    ("prev_window_mean", 10**400, r"'prev_window_mean' must be None or a finite number within \+-5e\+05 nats"),
+], ids=["window_evidence-1e300", "window_evidence-10**400", "start_evidence", "prev_window_mean"])
+def test_load_state_dict_refuses_huge_evidence(key, value, message) -> None:
+    _, state = _stepped(reward="paper")
+    with pytest.raises(ValueError, match=message):
+        RandomSchedule(3, window=2, seed=0, reward="paper").load_state_dict({**state, key: value})
+
+
+def test_step_and_observe_refuse_huge_values_at_the_door() -> None:
+    """Evidence beyond +-5e5 nats (or a reward beyond +-1e6) would make a state that load_state_dict refuses."""
+    s = RandomSchedule(3, window=2, seed=0)
+    s.step(0, evidence=-100.0)
+    with pytest.raises(ValueError, match=r"evidence at epoch 1 must be .* within \+-5e\+05 nats .*; got 1e\+300"):
+        s.step(1, evidence=1e300)
+    s.step(1, evidence=-99.0)  # nothing was recorded by the refused report
+    with pytest.raises(ValueError, match=r"reward must be .* within \+-1e\+06 nats; got -1e\+300"):
+        s.observe(-1e300)
+    s.step(2, evidence=-98.0)
+    assert [r["epoch"] for r in s.history()] == [2]
+    RandomSchedule(3, window=2, seed=0).load_state_dict(roundtrip(s.state_dict()))
