@@ -596,3 +596,46 @@ def test_step_and_observe_refuse_huge_values_at_the_door() -> None:
     s.step(2, evidence=-98.0)
     assert [r["epoch"] for r in s.history()] == [2]
     RandomSchedule(3, window=2, seed=0).load_state_dict(roundtrip(s.state_dict()))
+
+
+# ---- constructor arguments: combinations, sizes, NumPy and torch scalars --------------------------
+
+
+def test_max_observations_below_n_init_is_refused() -> None:
+    """The GP needs n_init observations but keeps only the last max_observations: every round would be random."""
+    with pytest.raises(ValueError, match=r"max_observations=2 is below n_init=5: .* every round would draw a random"):
+        GPBanditSchedule(d=3, n_init=5, max_observations=2)
+    with pytest.raises(ValueError, match=r"max_observations=4 is below n_init=9"):  # the code's n_init = 3 d
+        GPBanditSchedule(3, max_observations=4)
+    assert GPBanditSchedule(3, n_init=4, max_observations=4).max_observations == 4
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("ml_starts", 10**9, r"ml_starts .*must be an integer in \[1, 2000\]; got 1000000000"),
+    ("raw_samples", 10**9, r"raw_samples .*must be an integer in \[1, 16384\]; got 1000000000"),
+    ("num_restarts", 10**6, r"num_restarts .*must be an integer in \[1, 100\]; got 1000000"),
+    ("num_restarts", 50, r"num_restarts \(50\) must not exceed raw_samples \(32\)"),
+], ids=["ml_starts", "raw_samples", "num_restarts", "restarts_beyond_samples"])
+def test_absurd_gp_budgets_are_refused_at_construction(option, value, message) -> None:
+    """Not at the first GP round, with a raw allocation error or BoTorch's own message."""
+    options = {"raw_samples": 32, option: value} if option == "num_restarts" else {option: value}
+    with pytest.raises(ValueError, match=message):
+        GPBanditSchedule(3, **options)
+
+
+@pytest.mark.parametrize("kappa", [np.int64(2), np.float32(2.0), torch.tensor(2), torch.tensor(2.0)],
+                         ids=["np.int64", "np.float32", "torch-int", "torch-float"])
+def test_numpy_and_torch_scalars_are_accepted_as_python_numbers(kappa) -> None:
+    s = GPBanditSchedule(3, kappa=kappa, corner_guards=np.bool_(False), n_init=np.int64(5),
+                         standardize=np.str_("global"), window=np.int32(2))
+    assert s.kappa == 2.0 and type(s.kappa) is float
+    assert s.corner_guards is False and s.n_init == 5 and s.window == 2 and s.standardize == "global"
+    assert s._config() == GPBanditSchedule(3, kappa=2.0, corner_guards=False, n_init=5, standardize="global",
+                                           window=2)._config()
+
+
+def test_a_protocol_that_is_not_a_name_is_refused_clearly() -> None:
+    with pytest.raises(ValueError, match=r"protocol must be one of \[.*'code'.*\]; got \['code'\]"):
+        GPBanditSchedule(3, protocol=["code"])
+    with pytest.raises(ValueError, match=r"protocol must be one of .*; got \['code'\]"):
+        RandomSchedule(3, protocol=["code"])
