@@ -281,3 +281,29 @@ def test_an_edited_config_json_names_the_fields(root):
     state = runs.inspect_run(c, root)
     assert state == store.RunState("foreign", f"config.json holds another config (tvo-{c.digest()}), not "
                                               f"tvo-{c.digest()}: fields ['colour', 'd'] differ (an edited file?)")
+
+
+def test_numpy_values_in_options_are_accepted_and_one_run_has_one_digest(root):
+    """NumPy and torch scalars in schedule_options are Python numbers before validation and hashing; kappa=2
+    and 2.0, an explicit preset value and the preset, None and no option name one run (one folder)."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    two = cfg(schedule="gp_bandit", schedule_options={"kappa": 2.0})
+    for kappa in (2, np.int64(2), np.float32(2.0), torch.tensor(2), torch.tensor(2.0)):
+        same = cfg(schedule="gp_bandit", schedule_options={"kappa": kappa})
+        assert same == two and same.digest() == two.digest() and same.validate().schedule_options == (("kappa", 2.0),)
+    assert run([cfg(schedule="gp_bandit", schedule_options={"kappa": np.int64(2), "corner_guards": np.bool_(False)})],
+               root, dry_run=True)["status"].tolist() == ["missing"]
+    preset = cfg(schedule="gp_bandit")
+    for explicit in ({"protocol": "code"}, {"corner_guards": True}, {"corner_guards": np.bool_(True)}, {"kappa": None},
+                     {"kappa": "log_n", "arm_domain": "staggered", "standardize": "robust", "n_init": None}):
+        spelled = cfg(schedule="gp_bandit", schedule_options=explicit)
+        assert spelled == preset and spelled.digest() == preset.digest(), explicit
+    text = cfg(schedule="gp_bandit", schedule_options={"protocol": "paper-text"})
+    assert cfg(schedule="gp_bandit", schedule_options={"protocol": "paper-text", "kappa": "theorem1"}) == text
+    # a value that differs from the preset's is another run; options at a non-protocol default keep their names
+    assert cfg(schedule="gp_bandit", schedule_options={"kappa": "theorem1"}).digest() != preset.digest()
+    assert cfg(schedule="gp_bandit", schedule_options={"burn_in": 0}).digest() != preset.digest()
+    assert cfg(schedule="random", schedule_options={"arm_domain": "staggered", "window": np.int64(3)}) == cfg(
+        schedule="random", schedule_options={"window": 3})
+    assert cfg(model_options={"latent_dim": np.int64(4)}).validate().model_options == (("latent_dim", 4),)
