@@ -307,6 +307,41 @@ def test_history_records_every_round_and_rebuilds_the_posterior() -> None:
         reward_posterior(h, 5, torch.zeros(3, 2))
 
 
+def test_reward_posterior_checks_its_grid_its_round_and_every_cell() -> None:
+    """A NaN arm or one outside [0, 1] is refused (not a NaN or an ordinary number back); a round given as
+    text and bad history cells are named by row and column instead of failing deep inside."""
+    s = GPBanditSchedule(3, seed=0, n_init=3, **FAST)
+    for k in range(6):
+        s.observe(float(s.current_arm().sum()) + 0.1 * k)
+    h = s.history()
+    grid = torch.tensor([[0.1, 0.5]], dtype=torch.float64)
+    reward_posterior(h, 4, grid)
+    with pytest.raises(ValueError, match=r"grid must hold arms in beta units, finite and in \[0, 1\] .*; got nan in row 1"):
+        reward_posterior(h, 4, torch.tensor([[0.1, 0.5], [float("nan"), 0.5]]))
+    with pytest.raises(ValueError, match=r"grid must hold arms .*; got -3\.0 in row 0"):
+        reward_posterior(h, 4, torch.tensor([[-3.0, 5.0]]))
+    with pytest.raises(ValueError, match=r"round_index \(a recorded round\) must be an integer >= 0; got '3'"):
+        reward_posterior(h, "3", grid)
+    bad = [dict(r) for r in h]
+    bad[1]["reward"] = None
+    with pytest.raises(ValueError, match=r"schedule_history row 1 \(round 1\) column 'reward' must be a number; got None"):
+        reward_posterior(bad, 4, grid)
+    frame = pd.DataFrame(h).astype({"arm": object})
+    frame.at[2, "arm"] = "[0.1, x"
+    with pytest.raises(ValueError, match=r"row 2 \(round 2\) column 'arm' must be a list of finite numbers; got '\[0\.1, x'"):
+        reward_posterior(frame, 4, grid)
+    bad = [dict(r) for r in h]
+    bad[4]["lengthscale"] = "abc"
+    with pytest.raises(ValueError, match=r"row 4 \(round 4\) column 'lengthscale' must be None or a finite number; got 'abc'"):
+        reward_posterior(bad, 4, grid)
+    del bad[4]["lengthscale"]
+    with pytest.raises(ValueError, match=r"round 4 was a GP round but has no \['lengthscale'\]"):
+        reward_posterior(bad, 4, grid)
+    del bad[3]["reward"]
+    with pytest.raises(ValueError, match=r"row 3 \(round 3\) has no column\(s\) \['reward'\]"):
+        reward_posterior(bad, 4, grid)
+
+
 def test_posterior_rebuild_is_permutation_invariant_only_for_the_sorted_gp() -> None:
     out = {}
     for sort in (True, False):

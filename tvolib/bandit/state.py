@@ -25,8 +25,8 @@ import torch
 from ..checks import check_state, plain_value
 
 __all__ = [
-    "FIELD_KINDS", "HISTORY_FIELDS", "MAX_ABS_EVIDENCE", "MAX_ABS_REWARD", "STATE_VERSION", "check_state_dict",
-    "history_field", "parse_history",
+    "FIELD_KINDS", "HISTORY_FIELDS", "MAX_ABS_EVIDENCE", "MAX_ABS_REWARD", "STATE_VERSION", "check_history_sequence",
+    "check_state_dict", "history_field", "parse_history",
 ]
 
 #: Format of :meth:`BanditScheduleBase.state_dict`: format 1 predates reward revision 2; format 3
@@ -196,6 +196,27 @@ def parse_history(rows: Iterable[dict[str, Any]], *, source: str = "history",
                     raise ValueError(f"{where} column {key!r} {exc}") from None
         out.append(parsed)
     return out
+
+
+def check_history_sequence(rows: Sequence[dict[str, Any]], *, source: str = "history") -> None:
+    """Rows read by :func:`parse_history` are one run's rounds ``0..n-1`` in order, each round's arm is
+    the previous round's ``next_arm``, and a reward is non-finite exactly when its round is ``skipped``.
+
+    Raises:
+        ValueError: naming the row or round and what disagrees.
+    """
+    for i, row in enumerate(rows):
+        if row["round"] != i:
+            raise ValueError(f"{source} row {i} holds round {row['round']}: the rows must be the rounds "
+                             f"0..{len(rows) - 1} in order (rows swapped, repeated or missing?)")
+        if "skipped" in row and row["skipped"] == math.isfinite(row["reward"]):
+            raise ValueError(f"{source} round {i}: reward {row['reward']!r} with skipped={row['skipped']}: a round "
+                             "is skipped exactly when its reward is not finite (an edited reward?)")
+    for prev, row in zip(rows, rows[1:]):
+        if "next_arm" in prev and row["arm"] != prev["next_arm"]:
+            raise ValueError(f"{source} round {row['round']}: its arm {row['arm']} is not round {prev['round']}'s "
+                             f"next_arm {prev['next_arm']}: the rows do not follow one another (edited, or "
+                             "from another run?)")
 
 
 def _bad(owner: str, key: str, expected: str, value: Any) -> ValueError:
