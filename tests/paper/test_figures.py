@@ -24,8 +24,10 @@ SCHEDULE_OFFSET = {"linear": 3.0, "log": 1.0, "moments": 2.0, "gp_bandit": 0.0, 
 
 
 def fake_train(config, run_dir, **_):
-    """Histories with test log p(x) = -100 - offset(schedule) - seed + epoch / 10 at evaluated epochs."""
-    RunFolder(run_dir).save_model({"weights": torch.zeros(1)}, config.digest())
+    """Histories with test log p(x) = -100 - offset(schedule) - seed + epoch / 10 at evaluated epochs; a
+    bandit's rounds also in the final checkpoint (what its schedule_history.csv is verified against)."""
+    folder = RunFolder(run_dir)
+    folder.save_model({"weights": torch.zeros(1)}, config.digest())
     offset = SCHEDULE_OFFSET[config.schedule] + config.seed
     every = getattr(config, "eval_every", 1) or config.epochs
     history = []
@@ -41,6 +43,8 @@ def fake_train(config, run_dir, **_):
                "source": "random" if r < 2 or not gp else "gp", "next_arm": arms[r % 2], "next_degenerate": r % 2 == 1}
               for r in range(config.epochs)]  # GP rounds from round 2 on, every other arm degenerate
     rounds = rounds if config.schedule in sweeps.WINDOWED_SCHEDULES else []  # fixed schedules have no rounds
+    folder.save_checkpoint({"digest": config.digest(), "epoch": config.epochs, "optimizers": [], "rng": {},
+                            "schedule": {"round": len(rounds), "history": rounds}, "history": history, "timers": {}})
     final = {"test_log_px": history[-1]["test_log_px"], "test_kl": 5.0 + offset, "train_seconds": 60.0,
              "eval_seconds": 6.0, "bandit_seconds": 0.0, "epochs": config.epochs, "completed": True}
     if getattr(config, "dataset", None) == "mnist":
@@ -180,3 +184,21 @@ def test_papermill_with_a_misspelt_parameter_fails_before_any_run(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError, match="unknown notebook parameter"):
         papermill.execute_notebook(str(notebook), str(tmp_path / "out.ipynb"), parameters={"profil": "smoke"},
                                    cwd=str(notebook.parent), progress_bar=False, kernel_name="python3")
+
+
+def test_figures_read_only_verified_bandit_records(cached, tmp_path):
+    """Fig 10 with every bandit run's schedule_history.csv cut to one round: the damage is refused (the
+    table's degenerate share and GP-round count would otherwise come from the cut files)."""
+    cached("fig10_bandit_protocol")
+    root = tmp_path / "results"
+    cut = 0
+    for config in figure_configs("fig10_bandit_protocol", "smoke"):
+        path = runs.run_dir(config, root) / "schedule_history.csv"
+        if config.schedule in sweeps.WINDOWED_SCHEDULES:
+            path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))
+            cut += 1
+    assert cut > 1
+    with pytest.raises(runs.RunFolderError, match=r"schedule_history\.csv holds 1 rows, not the \d+ rounds recorded"):
+        figure("fig10_bandit_protocol", profile="smoke", results_root=root, figures_dir=tmp_path / "figures")
+    with pytest.raises(runs.RunFolderError, match=r"schedule_history\.csv holds 1 rows"):
+        results.collect_schedule_histories(figure_configs("fig10_bandit_protocol", "smoke"), root)
