@@ -202,3 +202,53 @@ def test_figures_read_only_verified_bandit_records(cached, tmp_path):
         figure("fig10_bandit_protocol", profile="smoke", results_root=root, figures_dir=tmp_path / "figures")
     with pytest.raises(runs.RunFolderError, match=r"schedule_history\.csv holds 1 rows"):
         results.collect_schedule_histories(figure_configs("fig10_bandit_protocol", "smoke"), root)
+
+
+@pytest.mark.parametrize("argument", ["figures_dir", "results_root", "data_root"])
+def test_an_empty_path_is_an_error_not_the_default(argument, tmp_path, monkeypatch):
+    """papermill's -p figures_dir '' used to mean "the default" and overwrote the committed figures."""
+    monkeypatch.setenv("TVOLIB_FIGURES", str(tmp_path / "env-figures"))
+    monkeypatch.setattr(runs, "run_configs", lambda *a, **k: pytest.fail("the sweep ran before the check"))
+    folders = {"results_root": tmp_path / "results", "figures_dir": tmp_path / "figures", argument: ""}
+    with pytest.raises(ValueError, match=rf"{argument} must be a folder path.*; got '' \(an empty path is never the "
+                                         r"default\)"):
+        figure("fig11_bandit_budget", profile="smoke", **folders)
+    assert not (tmp_path / "env-figures").exists()
+
+
+def test_a_smoke_run_never_writes_into_the_committed_figures_unless_named(tmp_path, monkeypatch):
+    """At profile smoke, with neither figures_dir nor $TVOLIB_FIGURES, the figures go to a scratch folder
+    (the repository is a stand-in here, so that the test cannot touch the real figures/)."""
+    from tvolib import paths
+
+    repo = tmp_path / "repo"
+    (repo / "figures").mkdir(parents=True)
+    monkeypatch.setattr(paths, "repo_root", lambda: repo)
+    monkeypatch.setitem(FIGURES, "fig11_bandit_budget", lambda profile: [])  # its "not run" figure: no training
+    monkeypatch.delenv("TVOLIB_FIGURES", raising=False)
+    result = figure("fig11_bandit_budget", profile="smoke", results_root=tmp_path / "results")
+    assert {p.parent for p in result.paths} == {repo / ".cache" / "figures-smoke"} and result.paths[0].is_file()
+    assert not any((repo / "figures").iterdir())
+    named = figure("fig11_bandit_budget", profile="smoke", results_root=tmp_path / "results",
+                   figures_dir=repo / "figures")  # asked for by name
+    assert {p.parent for p in named.paths} == {repo / "figures"}
+    monkeypatch.setenv("TVOLIB_FIGURES", str(tmp_path / "env"))
+    assert figure("fig11_bandit_budget", profile="smoke", results_root=tmp_path / "results").paths[0].parent == (
+        tmp_path / "env")
+    monkeypatch.delenv("TVOLIB_FIGURES")
+    quick = figure("fig11_bandit_budget", profile="quick", results_root=tmp_path / "results")
+    assert {p.parent for p in quick.paths} == {repo / "figures"}  # the committed figures' profile
+
+
+def test_notebook_parameters_refuse_an_empty_path():
+    namespace = {"profile": "smoke", "executor": None, "data_root": None, "results_root": None, "figures_dir": ""}
+    with pytest.raises(ValueError, match=r"notebook parameter figures_dir is '': give a folder, or None"):
+        notebook_parameters(namespace)
+
+
+def test_the_test_suite_never_writes_into_the_committed_figures():
+    """Unless $TVOLIB_FIGURES names a folder, pytest runs (unit tests, notebooks under nbval) send figures
+    to a scratch folder (the repository's conftest.py)."""
+    from tvolib import paths
+
+    assert paths.figures_path().resolve() != (paths.repo_root() / "figures").resolve()
