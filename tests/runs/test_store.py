@@ -308,6 +308,8 @@ def test_numpy_values_in_options_are_accepted_and_one_run_has_one_digest(root):
     assert cfg(schedule="random", schedule_options={"arm_domain": "staggered", "window": np.int64(3)}) == cfg(
         schedule="random", schedule_options={"window": 3})
     assert cfg(model_options={"latent_dim": np.int64(4)}).validate().model_options == (("latent_dim", 4),)
+    scalars = cfg(n_train=torch.tensor(100), lr=torch.tensor(1e-3, dtype=torch.float64))
+    assert type(scalars.n_train) is int and type(scalars.lr) is float and scalars.digest() == cfg(lr=1e-3).digest()
 
 
 # ---------------------------------------------------------------------------------------------
