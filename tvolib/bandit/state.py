@@ -156,10 +156,9 @@ def history_field(kind: str, value: Any, *, strict: bool = False) -> Any:
     value = plain_value(value)
     if kind.endswith("?") and (value is None or (not strict and _missing(value))):
         return None
-    text_or_float = isinstance(value, str) if kind != "str" else False
-    if strict and (text_or_float or (kind.startswith("int") and isinstance(value, float))):
-        raise ValueError(f"must be {FIELD_KINDS[kind]}; got {value!r:.200}")
-    out = _PARSERS[kind.rstrip("?")](value)
+    text = isinstance(value, str) and kind != "str"  # a CSV cell's spelling: no state holds it
+    out = _INVALID if strict and (text or (kind.startswith("int") and isinstance(value, float))) \
+        else _PARSERS[kind.rstrip("?")](value)
     if out is _INVALID:
         raise ValueError(f"must be {FIELD_KINDS[kind]}; got {value!r:.200}")
     return out
