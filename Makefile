@@ -42,6 +42,9 @@ EXECUTED   := notebooks/executed
 TEST_TMP   ?= $(CURDIR)/.cache/test
 
 FIGURE_TARGETS := $(addprefix figure-,$(patsubst notebooks/%.ipynb,%,$(NOTEBOOKS)))
+# Where the notebooks write (tvolib.paths): $TVOLIB_FIGURES, else figures/ (the committed figures),
+# except at the smoke profile, whose figures go to a scratch folder unless one is named.
+FIGURES_OUT := $(or $(TVOLIB_FIGURES),$(if $(filter smoke,$(PROFILE)),.cache/figures-smoke,figures))
 DATA_PARAM  := $(if $(strip $(TVOLIB_DATA)),-p data_root $(TVOLIB_DATA))
 PAPERMILL   := $(PY) -m papermill --cwd notebooks --log-level WARNING
 
@@ -75,7 +78,7 @@ check-profile: setup
 	@$(PY) -m tvolib.paper.profiles $(PROFILE) >/dev/null
 
 figures: check-profile
-	@echo "==> running $(words $(NOTEBOOKS)) notebooks at profile '$(PROFILE)' (executor $(EXECUTOR)); figures -> figures/"
+	@echo "==> running $(words $(NOTEBOOKS)) notebooks at profile '$(PROFILE)' (executor $(EXECUTOR)); figures -> $(FIGURES_OUT)/"
 	@mkdir -p $(EXECUTED) figures
 	@for nb in $(NOTEBOOKS); do \
 	  name=$$(basename $$nb); echo "==> $$name"; start=$$(date +%s); \
@@ -83,7 +86,7 @@ figures: check-profile
 	    -p profile $(PROFILE) -p executor $(EXECUTOR) $(DATA_PARAM) || exit 1; \
 	  echo "    done in $$(( $$(date +%s) - start )) s"; \
 	done
-	@echo "==> figures written to figures/ (executed notebooks in $(EXECUTED)/)"
+	@echo "==> figures written to $(FIGURES_OUT)/ (executed notebooks in $(EXECUTED)/)"
 
 # figure-<prefix>: the one notebook whose name, or whose stem after "NN_", starts with <prefix>.
 figure-%: check-profile

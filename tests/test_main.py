@@ -81,6 +81,11 @@ def test_run_config_status_and_damaged_folder(root, tmp_path, capsys, fake_tvo):
     (["run-config", "{bad_model}"], "model='gan'"),
     (["run-config", "{good}", "--device", "tpu"], "device='tpu' cannot be used"),
     (["run-config", "{good}", "--results-root", "{a_file}"], "is not writable"),
+    (["run", "fig2", "--profile", "smoke", "--dry-run", "--results-root", ""], "results_root must be a folder path"),
+    (["status", "fig2", "--profile", "smoke", "--results-root", ""], "got '' (an empty path is never the default)"),
+    (["run-config", "{good}", "--results-root", ""], "results_root must be a folder path"),
+    (["run-config", "{good}", "--data-root", ""], "data_root must be a folder path"),
+    (["run", "fig2", "--profile", "smoke", "--data-root", ""], "data_root must be a folder path"),
 ])
 def test_expected_failures_end_in_one_error_line(argv, message, root, tmp_path, capsys, fake_tvo):
     files = {"missing": tmp_path / "absent.json", "bad_json": tmp_path / "bad.json", "bad_model": tmp_path / "gan.json",

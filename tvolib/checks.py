@@ -31,14 +31,38 @@ __all__ = [
     "check_positive_ints",
     "check_samples",
     "check_state",
+    "plain_value",
 ]
 
 
-def check_int(name: str, value: Any, minimum: int | None = None) -> int:
-    """``value`` as an ``int`` (Python or NumPy integer, not bool), at least ``minimum`` if given."""
+def plain_value(value: Any) -> Any:
+    """``value`` with NumPy scalars and 0-d torch tensors as Python numbers, recursively in
+    tuples, lists and dicts (keys kept), so that ``np.int64(2)``, ``torch.tensor(2)`` and ``2`` are
+    checked, stored and hashed alike; anything else is returned as it is.
+
+    Example:
+        >>> plain_value({"kappa": np.int64(2), "box": (np.float32(0.5), 0.9), "guards": np.bool_(True)})
+        {'kappa': 2, 'box': (0.5, 0.9), 'guards': True}
+    """
+    if isinstance(value, np.generic):
+        return value.item()
+    if torch.is_tensor(value) and value.numel() == 1 and value.ndim == 0:
+        return value.detach().cpu().item()
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain_value(v) for v in value)
+    if isinstance(value, dict):
+        return {k: plain_value(v) for k, v in value.items()}
+    return value
+
+
+def check_int(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as an ``int`` (Python or NumPy integer, not bool), in ``[minimum, maximum]`` where given."""
     ok = not isinstance(value, bool) and isinstance(value, (int, np.integer))
-    if not ok or (minimum is not None and value < minimum):
-        bound = "" if minimum is None else f" >= {minimum}"
+    if not ok or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        if maximum is None:
+            bound = "" if minimum is None else f" >= {minimum}"
+        else:
+            bound = f" <= {maximum}" if minimum is None else f" in [{minimum}, {maximum}]"
         raise ValueError(f"{name} must be an integer{bound}; got {value!r}")
     return int(value)
 

@@ -11,8 +11,9 @@ import hashlib
 import json
 from typing import Any, ClassVar, TypeVar
 
-import numpy as np
 import torch
+
+from tvolib.checks import plain_value
 
 __all__ = ["ExperimentConfig", "freeze", "normalise_numbers", "resolve_device"]
 
@@ -27,13 +28,12 @@ def freeze(value: Any) -> Any:
 
 
 def normalise_numbers(config: Any) -> None:
-    """Set a frozen config's NumPy scalars to Python values and an int given for a ``float`` field to
-    a float, so that every config can be written as JSON and equal configs share one digest
-    (``lr=1`` and ``lr=1.0``); values already plain are left as they are (their digests stay)."""
+    """Set a frozen config's NumPy and torch scalars to Python values (:func:`tvolib.checks.plain_value`)
+    and an int given for a ``float`` field to a float, so that every config can be written as JSON and
+    equal configs share one digest (``lr=1`` and ``lr=1.0``); values already plain are left as they are
+    (their digests stay)."""
     for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if isinstance(value, np.generic):
-            value = value.item()
+        value = plain_value(getattr(config, f.name))
         if f.type in ("float", float) and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         object.__setattr__(config, f.name, value)

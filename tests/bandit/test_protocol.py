@@ -204,6 +204,55 @@ def test_replaying_a_recorded_history_reproduces_its_arms(tmp_path):
         replay(GPBanditSchedule(4, n_init=3, seed=4, **FAST), recorded)
 
 
+@pytest.fixture(scope="module")
+def recorded_rows():
+    """Seven rounds of a d = 4 bandit (rounds 2..6 chosen by the GP), as the schedule records them."""
+    s = GPBanditSchedule(4, n_init=3, seed=3, **FAST)
+    for k in range(7):
+        s.observe(math.sin(k) + sum(s.current_arm().tolist()))
+    return s.history()
+
+
+def _edit(rows, edit):
+    rows = [dict(r) for r in rows]
+    edit(rows)
+    return rows
+
+
+def _set(k, key, value):
+    return lambda rows: rows[k].__setitem__(key, value)
+
+
+def _swap(rows):
+    rows[2], rows[3] = rows[3], rows[2]
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda rows: rows[3].__setitem__("reward", rows[3]["reward"] + 5.0),
+     r"round [3-6]: after its recorded reward .* the schedule chose \[.*\], but the history records next_arm "
+     r"\[.*\]: a reward of rounds 0\.\.[3-6] was edited, or the schedule is not configured and seeded like"),
+    (_swap, r"schedule_history row 2 holds round 3: the rows must be the rounds 0\.\.6 in order"),
+    (_set(1, "reward", float("nan")), r"schedule_history round 1: reward nan with skipped=False: a round is skipped "
+                                      r"exactly when its reward is not finite"),
+    (_set(1, "reward", "nan"), r"row 1 \(round 1\) column 'reward' must be a number; got 'nan'"),
+    (_set(2, "reward", None), r"schedule_history row 2 \(round 2\) column 'reward' must be a number; got None"),
+    (_set(2, "arm", "[0.1, x"), r"row 2 \(round 2\) column 'arm' must be a list of finite numbers; got '\[0\.1, x'"),
+    (lambda rows: rows[4].pop("reward"), r"schedule_history row 4 \(round 4\) has no column\(s\) \['reward'\]"),
+    (_set(3, "arm", [0.06, 0.2, 0.3]), r"schedule_history round 3: its arm \[0\.06, 0\.2, 0\.3\] is not round 2's "
+                                       r"next_arm"),
+], ids=["reward edited", "rows swapped", "nan reward not skipped", "reward text", "reward None", "garbled arm",
+        "missing column", "broken chain"])
+def test_replay_names_the_row_that_disagrees_and_how(recorded_rows, edit, message):
+    """An edited history is not blamed on the schedule's configuration: the row, the column and what
+    disagrees are named."""
+    with pytest.raises(ValueError, match=message):
+        replay(GPBanditSchedule(4, n_init=3, seed=3, **FAST), _edit(recorded_rows, edit))
+    # the same from a frame (as read back from CSV), where a None or absent reward is an empty cell
+    empty = "None" in message or "no column" in message
+    with pytest.raises(ValueError, match=r"round [24]: reward nan with skipped=False" if empty else message):
+        replay(GPBanditSchedule(4, n_init=3, seed=3, **FAST), pd.DataFrame(_edit(recorded_rows, edit)))
+
+
 # ----- what the system does on synthetic rewards ------------------------------------------------
 CENTRE = torch.tensor([0.15, 0.4], dtype=torch.float64)  # an interior, log-like optimum (d = 3)
 

@@ -307,6 +307,41 @@ def test_history_records_every_round_and_rebuilds_the_posterior() -> None:
         reward_posterior(h, 5, torch.zeros(3, 2))
 
 
+def test_reward_posterior_checks_its_grid_its_round_and_every_cell() -> None:
+    """A NaN arm or one outside [0, 1] is refused (not a NaN or an ordinary number back); a round given as
+    text and bad history cells are named by row and column instead of failing deep inside."""
+    s = GPBanditSchedule(3, seed=0, n_init=3, **FAST)
+    for k in range(6):
+        s.observe(float(s.current_arm().sum()) + 0.1 * k)
+    h = s.history()
+    grid = torch.tensor([[0.1, 0.5]], dtype=torch.float64)
+    reward_posterior(h, 4, grid)
+    with pytest.raises(ValueError, match=r"grid must hold arms in beta units, finite and in \[0, 1\] .*; got nan in row 1"):
+        reward_posterior(h, 4, torch.tensor([[0.1, 0.5], [float("nan"), 0.5]]))
+    with pytest.raises(ValueError, match=r"grid must hold arms .*; got -3\.0 in row 0"):
+        reward_posterior(h, 4, torch.tensor([[-3.0, 5.0]]))
+    with pytest.raises(ValueError, match=r"round_index \(a recorded round\) must be an integer >= 0; got '3'"):
+        reward_posterior(h, "3", grid)
+    bad = [dict(r) for r in h]
+    bad[1]["reward"] = None
+    with pytest.raises(ValueError, match=r"schedule_history row 1 \(round 1\) column 'reward' must be a number; got None"):
+        reward_posterior(bad, 4, grid)
+    frame = pd.DataFrame(h).astype({"arm": object})
+    frame.at[2, "arm"] = "[0.1, x"
+    with pytest.raises(ValueError, match=r"row 2 \(round 2\) column 'arm' must be a list of finite numbers; got '\[0\.1, x'"):
+        reward_posterior(frame, 4, grid)
+    bad = [dict(r) for r in h]
+    bad[4]["lengthscale"] = "abc"
+    with pytest.raises(ValueError, match=r"row 4 \(round 4\) column 'lengthscale' must be None or a finite number; got 'abc'"):
+        reward_posterior(bad, 4, grid)
+    del bad[4]["lengthscale"]
+    with pytest.raises(ValueError, match=r"round 4 was a GP round but has no \['lengthscale'\]"):
+        reward_posterior(bad, 4, grid)
+    del bad[3]["reward"]
+    with pytest.raises(ValueError, match=r"row 3 \(round 3\) has no column\(s\) \['reward'\]"):
+        reward_posterior(bad, 4, grid)
+
+
 def test_posterior_rebuild_is_permutation_invariant_only_for_the_sorted_gp() -> None:
     out = {}
     for sort in (True, False):
@@ -506,3 +541,136 @@ def test_load_state_dict_checks_every_history_row(field, value, message) -> None
     del state["history"][1][field if field != "skipped" else "reward"]
     with pytest.raises(ValueError, match=r"history\[1\]' must be a round record with keys"):
         RandomSchedule(3, window=2, arm_domain="box", seed=0).load_state_dict(state)
+
+
+# ---- the rounds of a saved state follow one another; every history field is checked -----------------
+
+
+def _stepped(**kwargs) -> tuple[RandomSchedule, dict]:
+    """A random schedule after 7 epochs of windows of 2 (rounds 0..2 closed, round 3 open) and its saved state."""
+    s = RandomSchedule(3, window=2, seed=0, **kwargs)
+    for epoch in range(7):
+        s.step(epoch, evidence=float(epoch))
+    return s, roundtrip(s.state_dict())
+
+
+def test_load_state_dict_refuses_a_broken_arm_chain() -> None:
+    """The arm trained now is the last round's next_arm, and each round's arm is the previous round's
+    next_arm: otherwise the run would train an arm the bandit never chose."""
+    _, state = _stepped()
+    other = [0.1, 0.2] if state["arm"] != [0.1, 0.2] else [0.1, 0.3]
+    with pytest.raises(ValueError, match=r"'arm' is \[0\.1, 0\.[23]\], but round 2 chose next_arm .*never chose"):
+        RandomSchedule(3, window=2, seed=0).load_state_dict({**state, "arm": other})
+    state["history"][0]["next_arm"] = other
+    with pytest.raises(ValueError, match=r"'history\[1\]\.arm' is .*, but round 0 chose next_arm \[0\.1, 0\.[23]\]"):
+        RandomSchedule(3, window=2, seed=0).load_state_dict(state)
+
+
+def test_load_state_dict_refuses_a_cut_history_with_its_round_counter_lowered() -> None:
+    """Cutting the last round and lowering ``round`` to match (and even mending the arm chain) leaves
+    the open window starting where no recorded round ended: refused, so no round goes missing."""
+    _, state = _stepped()
+    state["history"] = state["history"][:-1]
+    state["round"] -= 1
+    state["arm"] = state["history"][-1]["next_arm"]
+    with pytest.raises(ValueError, match=r"'start_epoch' is 6, but the last recorded round \(1\) ended at epoch 4"):
+        RandomSchedule(3, window=2, seed=0).load_state_dict(state)
+    _, state = _stepped()
+    state["history"][1]["start_epoch"] = 3
+    with pytest.raises(ValueError, match=r"'history\[1\]\.start_epoch' is 3, but round 0 ended at epoch 2"):
+        RandomSchedule(3, window=2, seed=0).load_state_dict(state)
+    _, state = _stepped()
+    state["history"][1]["window"] = 5
+    with pytest.raises(ValueError, match=r"'history\[1\]\.window' is 5, but this schedule plans 2 epochs"):
+        RandomSchedule(3, window=2, seed=0).load_state_dict(state)
+
+
+BAD_FIELDS = [
+    ("n_obs", -5, r"'history\[1\]\.n_obs' must be None or an int >= 0; got -5"),
+    ("lengthscale", "x", r"'history\[1\]\.lengthscale' must be None or a finite number; got 'x'"),
+    ("epoch", "4", r"'history\[1\]\.epoch' must be None or an int >= 0; got '4'"),
+    ("fit_ok", "maybe", r"'history\[1\]\.fit_ok' must be None, True or False; got 'maybe'"),
+    ("next_degenerate", 2, r"'history\[1\]\.next_degenerate' must be True or False; got 2"),
+    ("ignored_epochs", [-1], r"'history\[1\]\.ignored_epochs' must be a list of ints >= 0; got \[-1\]"),
+    ("betas", "x", r"'history\[1\]\.betas' must be a list of finite numbers; got 'x'"),
+    ("source", 3, r"'history\[1\]\.source' must be a string; got 3"),
+    ("evidence_end", 1e300, r"'history\[1\]\.evidence_end' must be None or a finite number within \+-5e\+05"),
+    ("reward", 10**400, r"'history\[1\]\.reward' must be a finite number within \+-1e\+06 nats"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), BAD_FIELDS, ids=[case[0] for case in BAD_FIELDS])
+def test_load_state_dict_checks_every_history_field(field, value, message) -> None:
+    _, state = _stepped()
+    state["history"][1][field] = value
+    with pytest.raises(ValueError, match=message):
+        RandomSchedule(3, window=2, seed=0).load_state_dict(state)
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("window_evidence", [1e300], r"'window_evidence' must be a list of finite numbers within \+-5e\+05 nats"),
+    ("window_evidence", [10**400], r"'window_evidence' must be a list of finite numbers"),
+    ("start_evidence", -1e300, r"'start_evidence' must be a finite number within \+-5e\+05 nats"),
+    ("prev_window_mean", 10**400, r"'prev_window_mean' must be None or a finite number within \+-5e\+05 nats"),
+], ids=["window_evidence-1e300", "window_evidence-10**400", "start_evidence", "prev_window_mean"])
+def test_load_state_dict_refuses_huge_evidence(key, value, message) -> None:
+    _, state = _stepped(reward="paper")
+    with pytest.raises(ValueError, match=message):
+        RandomSchedule(3, window=2, seed=0, reward="paper").load_state_dict({**state, key: value})
+
+
+def test_step_and_observe_refuse_huge_values_at_the_door() -> None:
+    """Evidence beyond +-5e5 nats (or a reward beyond +-1e6) would make a state that load_state_dict refuses."""
+    s = RandomSchedule(3, window=2, seed=0)
+    s.step(0, evidence=-100.0)
+    with pytest.raises(ValueError, match=r"evidence at epoch 1 must be .* within \+-5e\+05 nats .*; got 1e\+300"):
+        s.step(1, evidence=1e300)
+    s.step(1, evidence=-99.0)  # nothing was recorded by the refused report
+    with pytest.raises(ValueError, match=r"reward must be .* within \+-1e\+06 nats; got -1e\+300"):
+        s.observe(-1e300)
+    s.step(2, evidence=-98.0)
+    assert [r["epoch"] for r in s.history()] == [2]
+    RandomSchedule(3, window=2, seed=0).load_state_dict(roundtrip(s.state_dict()))
+
+
+# ---- constructor arguments: combinations, sizes, NumPy and torch scalars --------------------------
+
+
+def test_max_observations_below_n_init_is_refused() -> None:
+    """The GP needs n_init observations but keeps only the last max_observations: every round would be random."""
+    with pytest.raises(ValueError, match=r"max_observations=2 is below n_init=5: .* every round would draw a random"):
+        GPBanditSchedule(d=3, n_init=5, max_observations=2)
+    with pytest.raises(ValueError, match=r"max_observations=4 is below n_init=9"):  # the code's n_init = 3 d
+        GPBanditSchedule(3, max_observations=4)
+    assert GPBanditSchedule(3, n_init=4, max_observations=4).max_observations == 4
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("ml_starts", 10**9, r"ml_starts .*must be an integer in \[1, 2000\]; got 1000000000"),
+    ("raw_samples", 10**9, r"raw_samples .*must be an integer in \[1, 16384\]; got 1000000000"),
+    ("num_restarts", 10**6, r"num_restarts .*must be an integer in \[1, 100\]; got 1000000"),
+    ("num_restarts", 50, r"num_restarts \(50\) must not exceed raw_samples \(32\)"),
+], ids=["ml_starts", "raw_samples", "num_restarts", "restarts_beyond_samples"])
+def test_absurd_gp_budgets_are_refused_at_construction(option, value, message) -> None:
+    """Not at the first GP round, with a raw allocation error or BoTorch's own message."""
+    options = {"raw_samples": 32, option: value} if option == "num_restarts" else {option: value}
+    with pytest.raises(ValueError, match=message):
+        GPBanditSchedule(3, **options)
+
+
+@pytest.mark.parametrize("kappa", [np.int64(2), np.float32(2.0), torch.tensor(2), torch.tensor(2.0)],
+                         ids=["np.int64", "np.float32", "torch-int", "torch-float"])
+def test_numpy_and_torch_scalars_are_accepted_as_python_numbers(kappa) -> None:
+    s = GPBanditSchedule(3, kappa=kappa, corner_guards=np.bool_(False), n_init=np.int64(5),
+                         standardize=np.str_("global"), window=np.int32(2))
+    assert s.kappa == 2.0 and type(s.kappa) is float
+    assert s.corner_guards is False and s.n_init == 5 and s.window == 2 and s.standardize == "global"
+    assert s._config() == GPBanditSchedule(3, kappa=2.0, corner_guards=False, n_init=5, standardize="global",
+                                           window=2)._config()
+
+
+def test_a_protocol_that_is_not_a_name_is_refused_clearly() -> None:
+    with pytest.raises(ValueError, match=r"protocol must be one of \[.*'code'.*\]; got \['code'\]"):
+        GPBanditSchedule(3, protocol=["code"])
+    with pytest.raises(ValueError, match=r"protocol must be one of .*; got \['code'\]"):
+        RandomSchedule(3, protocol=["code"])

@@ -54,6 +54,8 @@ def test_cache_dir_from_env(monkeypatch, tmp_path):
 def test_bad_root_and_download_arguments():
     with pytest.raises(TypeError, match=r"root must be a folder path .* got int 3"):
         D.data_root(3)
+    with pytest.raises(ValueError, match=r"data_root must be a folder path, or None .*; got '' \(an empty path"):
+        D.data_root("")  # never the default (nor the current folder)
     with pytest.raises(TypeError, match=r"download must be True, False or None, got str 'yes'"):
         files.download_enabled("yes")
 

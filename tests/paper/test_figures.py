@@ -26,8 +26,10 @@ SCHEDULE_OFFSET = {"linear": 3.0, "log": 1.0, "moments": 2.0, "gp_bandit": 0.0, 
 
 
 def fake_train(config, run_dir, **_):
-    """Histories with test log p(x) = -100 - offset(schedule) - seed + epoch / 10 at evaluated epochs."""
-    RunFolder(run_dir).save_model({"weights": torch.zeros(1)}, config.digest())
+    """Histories with test log p(x) = -100 - offset(schedule) - seed + epoch / 10 at evaluated epochs; a
+    bandit's rounds also in the final checkpoint (what its schedule_history.csv is verified against)."""
+    folder = RunFolder(run_dir)
+    folder.save_model({"weights": torch.zeros(1)}, config.digest())
     offset = SCHEDULE_OFFSET[config.schedule] + config.seed
     every = getattr(config, "eval_every", 1) or config.epochs
     history = []
@@ -43,6 +45,8 @@ def fake_train(config, run_dir, **_):
                "source": "random" if r < 2 or not gp else "gp", "next_arm": arms[r % 2], "next_degenerate": r % 2 == 1}
               for r in range(config.epochs)]  # GP rounds from round 2 on, every other arm degenerate
     rounds = rounds if config.schedule in sweeps.WINDOWED_SCHEDULES else []  # fixed schedules have no rounds
+    folder.save_checkpoint({"digest": config.digest(), "epoch": config.epochs, "optimizers": [], "rng": {},
+                            "schedule": {"round": len(rounds), "history": rounds}, "history": history, "timers": {}})
     final = {"test_log_px": history[-1]["test_log_px"], "test_kl": 5.0 + offset, "train_seconds": 60.0,
              "eval_seconds": 6.0, "bandit_seconds": 0.0, "epochs": config.epochs, "completed": True}
     if getattr(config, "dataset", None) == "mnist":
@@ -224,3 +228,71 @@ def test_papermill_with_a_misspelt_parameter_fails_before_any_run(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError, match="unknown notebook parameter"):
         papermill.execute_notebook(str(notebook), str(tmp_path / "out.ipynb"), parameters={"profil": "smoke"},
                                    cwd=str(notebook.parent), progress_bar=False, kernel_name="python3")
+
+
+def test_figures_read_only_verified_bandit_records(cached, tmp_path):
+    """Fig 10 with every bandit run's schedule_history.csv cut to one round: the damage is refused (the
+    table's degenerate share and GP-round count would otherwise come from the cut files)."""
+    cached("fig10_bandit_protocol")
+    root = tmp_path / "results"
+    cut = 0
+    for config in figure_configs("fig10_bandit_protocol", "smoke"):
+        path = runs.run_dir(config, root) / "schedule_history.csv"
+        if config.schedule in sweeps.WINDOWED_SCHEDULES:
+            path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))
+            cut += 1
+    assert cut > 1
+    with pytest.raises(runs.RunFolderError, match=r"schedule_history\.csv holds 1 rows, not the \d+ rounds recorded"):
+        figure("fig10_bandit_protocol", profile="smoke", results_root=root, figures_dir=tmp_path / "figures")
+    with pytest.raises(runs.RunFolderError, match=r"schedule_history\.csv holds 1 rows"):
+        results.collect_schedule_histories(figure_configs("fig10_bandit_protocol", "smoke"), root)
+
+
+@pytest.mark.parametrize("argument", ["figures_dir", "results_root", "data_root"])
+def test_an_empty_path_is_an_error_not_the_default(argument, tmp_path, monkeypatch):
+    """papermill's -p figures_dir '' used to mean "the default" and overwrote the committed figures."""
+    monkeypatch.setenv("TVOLIB_FIGURES", str(tmp_path / "env-figures"))
+    monkeypatch.setattr(runs, "run_configs", lambda *a, **k: pytest.fail("the sweep ran before the check"))
+    folders = {"results_root": tmp_path / "results", "figures_dir": tmp_path / "figures", argument: ""}
+    with pytest.raises(ValueError, match=rf"{argument} must be a folder path.*; got '' \(an empty path is never the "
+                                         r"default\)"):
+        figure("fig11_bandit_budget", profile="smoke", **folders)
+    assert not (tmp_path / "env-figures").exists()
+
+
+def test_a_smoke_run_never_writes_into_the_committed_figures_unless_named(tmp_path, monkeypatch):
+    """At profile smoke, with neither figures_dir nor $TVOLIB_FIGURES, the figures go to a scratch folder
+    (the repository is a stand-in here, so that the test cannot touch the real figures/)."""
+    from tvolib import paths
+
+    repo = tmp_path / "repo"
+    (repo / "figures").mkdir(parents=True)
+    monkeypatch.setattr(paths, "repo_root", lambda: repo)
+    monkeypatch.setitem(FIGURES, "fig11_bandit_budget", lambda profile: [])  # its "not run" figure: no training
+    monkeypatch.delenv("TVOLIB_FIGURES", raising=False)
+    result = figure("fig11_bandit_budget", profile="smoke", results_root=tmp_path / "results")
+    assert {p.parent for p in result.paths} == {repo / ".cache" / "figures-smoke"} and result.paths[0].is_file()
+    assert not any((repo / "figures").iterdir())
+    named = figure("fig11_bandit_budget", profile="smoke", results_root=tmp_path / "results",
+                   figures_dir=repo / "figures")  # asked for by name
+    assert {p.parent for p in named.paths} == {repo / "figures"}
+    monkeypatch.setenv("TVOLIB_FIGURES", str(tmp_path / "env"))
+    assert figure("fig11_bandit_budget", profile="smoke", results_root=tmp_path / "results").paths[0].parent == (
+        tmp_path / "env")
+    monkeypatch.delenv("TVOLIB_FIGURES")
+    quick = figure("fig11_bandit_budget", profile="quick", results_root=tmp_path / "results")
+    assert {p.parent for p in quick.paths} == {repo / "figures"}  # the committed figures' profile
+
+
+def test_notebook_parameters_refuse_an_empty_path():
+    namespace = {"profile": "smoke", "executor": None, "data_root": None, "results_root": None, "figures_dir": ""}
+    with pytest.raises(ValueError, match=r"notebook parameter figures_dir is '': give a folder, or None"):
+        notebook_parameters(namespace)
+
+
+def test_the_test_suite_never_writes_into_the_committed_figures():
+    """Unless $TVOLIB_FIGURES names a folder, pytest runs (unit tests, notebooks under nbval) send figures
+    to a scratch folder (the repository's conftest.py)."""
+    from tvolib import paths
+
+    assert paths.figures_path().resolve() != (paths.repo_root() / "figures").resolve()

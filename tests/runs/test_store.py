@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -281,3 +282,116 @@ def test_an_edited_config_json_names_the_fields(root):
     state = runs.inspect_run(c, root)
     assert state == store.RunState("foreign", f"config.json holds another config (tvo-{c.digest()}), not "
                                               f"tvo-{c.digest()}: fields ['colour', 'd'] differ (an edited file?)")
+
+
+def test_numpy_values_in_options_are_accepted_and_one_run_has_one_digest(root):
+    """NumPy and torch scalars in schedule_options are Python numbers before validation and hashing; kappa=2
+    and 2.0, an explicit preset value and the preset, None and no option name one run (one folder)."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    two = cfg(schedule="gp_bandit", schedule_options={"kappa": 2.0})
+    for kappa in (2, np.int64(2), np.float32(2.0), torch.tensor(2), torch.tensor(2.0)):
+        same = cfg(schedule="gp_bandit", schedule_options={"kappa": kappa})
+        assert same == two and same.digest() == two.digest() and same.validate().schedule_options == (("kappa", 2.0),)
+    assert run([cfg(schedule="gp_bandit", schedule_options={"kappa": np.int64(2), "corner_guards": np.bool_(False)})],
+               root, dry_run=True)["status"].tolist() == ["missing"]
+    preset = cfg(schedule="gp_bandit")
+    for explicit in ({"protocol": "code"}, {"corner_guards": True}, {"corner_guards": np.bool_(True)}, {"kappa": None},
+                     {"kappa": "log_n", "arm_domain": "staggered", "standardize": "robust", "n_init": None}):
+        spelled = cfg(schedule="gp_bandit", schedule_options=explicit)
+        assert spelled == preset and spelled.digest() == preset.digest(), explicit
+    text = cfg(schedule="gp_bandit", schedule_options={"protocol": "paper-text"})
+    assert cfg(schedule="gp_bandit", schedule_options={"protocol": "paper-text", "kappa": "theorem1"}) == text
+    # a value that differs from the preset's is another run; options at a non-protocol default keep their names
+    assert cfg(schedule="gp_bandit", schedule_options={"kappa": "theorem1"}).digest() != preset.digest()
+    assert cfg(schedule="gp_bandit", schedule_options={"burn_in": 0}).digest() != preset.digest()
+    assert cfg(schedule="random", schedule_options={"arm_domain": "staggered", "window": np.int64(3)}) == cfg(
+        schedule="random", schedule_options={"window": 3})
+    assert cfg(model_options={"latent_dim": np.int64(4)}).validate().model_options == (("latent_dim", 4),)
+    scalars = cfg(n_train=torch.tensor(100), lr=torch.tensor(1e-3, dtype=torch.float64))
+    assert type(scalars.n_train) is int and type(scalars.lr) is float and scalars.digest() == cfg(lr=1e-3).digest()
+
+
+# ---------------------------------------------------------------------------------------------
+# A bandit run's rounds: schedule_history.csv is verified against the final checkpoint
+# ---------------------------------------------------------------------------------------------
+
+#: A tiny GP-bandit run (real training): 100 MNIST images, 4 windows of one epoch, small GP budgets.
+BANDIT = cfg(n_train=100, n_test=20, batch_size=100, epochs=4, S=2, eval_S=4, schedule="gp_bandit",
+             schedule_options={"window": 1, "n_init": 2, "burn_in": 0, "ml_starts": 4, "raw_samples": 32,
+                               "num_restarts": 2, "acq_maxiter": 10, "fit_maxiter": 10})
+
+
+@pytest.fixture(scope="module")
+def bandit_results(tmp_path_factory, data_root):
+    """Two finished bandit runs (seeds 0 and 1), trained once for the module."""
+    results = tmp_path_factory.mktemp("bandit") / "results"
+    for seed in (0, 1):
+        runs.run_one(BANDIT.replace(seed=seed), results_root=results, data_root=data_root, device="cpu",
+                     progress=False)
+    return results
+
+
+def _lines(edit):
+    return lambda path, other: path.write_text("".join(edit(path.read_text().splitlines(keepends=True))))
+
+
+def _frame(edit):
+    def damage(path, other):
+        import pandas as pd
+
+        frame = pd.read_csv(path).astype(object)
+        edit(frame)
+        frame.to_csv(path, index=False)
+    return damage
+
+
+SCHEDULE_DAMAGE = {
+    "last line removed": (_lines(lambda lines: lines[:-1]), r"holds 3 rows, not the 4 rounds recorded in checkpoint\.pt"),
+    "header only": (_lines(lambda lines: lines[:1]), r"holds 0 rows, not the 4 rounds"),
+    "emptied": (lambda path, other: path.write_bytes(b""), r"holds 0 rows, not the 4 rounds"),
+    "row repeated": (_lines(lambda lines: lines[:3] + lines[2:]), r"holds 5 rows, not the 4 rounds"),
+    "next_arm garbled": (_frame(lambda f: f.__setitem__("next_arm", ["[0.1, x"] * len(f))),
+                         r"row 0 \(round 0\) column 'next_arm' must be a list of finite numbers; got '\[0\.1, x'"),
+    "arm column dropped": (_frame(lambda f: f.pop("arm")), r"lacks the columns \['arm'\]$"),
+    "another run's file": (lambda path, other: path.write_bytes(other.read_bytes()),
+                           r"row 0, column 'arm' holds \[.*\], but round 0 in checkpoint\.pt records .*another run's"),
+}
+
+
+@pytest.mark.parametrize("case", list(SCHEDULE_DAMAGE))
+def test_a_damaged_bandit_history_is_not_done_and_repair_rebuilds_it(case, bandit_results, tmp_path, data_root):
+    """One row per round of the final checkpoint, every column, parsable cells, this run's rounds:
+    otherwise the run is corrupt (status says so), and --repair rebuilds the file from the checkpoint."""
+    damage, words = SCHEDULE_DAMAGE[case]
+    results = tmp_path / "results"
+    shutil.copytree(bandit_results, results)
+    c = BANDIT.replace(seed=0)
+    path = runs.run_dir(c, results) / "schedule_history.csv"
+    original = path.read_bytes()
+    damage(path, runs.run_dir(BANDIT.replace(seed=1), results) / "schedule_history.csv")
+    state = runs.inspect_run(c, results)
+    assert state.status == "corrupt" and state.reason.startswith("schedule_history.csv ") \
+        and re.search(words, state.reason), state.reason
+    assert runs.status([c], results)["status"].tolist() == ["corrupt"]
+    with pytest.raises(RunFolderError, match="schedule_history.csv"):
+        runs.load_schedule_history(c, results)
+    runs.run_one(c, results_root=results, data_root=data_root, device="cpu", progress=False, repair=True)
+    assert runs.inspect_run(c, results).status == "done"
+    assert path.read_bytes() == original  # exact: the same records, written by the same code
+    assert len(runs.load_schedule_history(c, results)) == 4
+
+
+def test_a_bandit_run_without_its_final_checkpoint_is_not_done(bandit_results, tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(bandit_results, results)
+    c = BANDIT.replace(seed=0)
+    folder = runs.run_dir(c, results)
+    other = runs.run_dir(BANDIT.replace(seed=1), results)
+    (folder / "checkpoint.pt").write_bytes((other / "checkpoint.pt").read_bytes())
+    assert re.search(r"schedule_history\.csv cannot be verified: .*checkpoint\.pt belongs to config",
+                     runs.inspect_run(c, results).reason)
+    (folder / "checkpoint.pt").unlink()
+    assert runs.inspect_run(c, results) == store.RunState(
+        "corrupt", "schedule_history.csv cannot be verified: checkpoint.pt, the bandit's own record of its rounds, "
+                   "is missing")

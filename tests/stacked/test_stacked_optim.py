@@ -121,3 +121,15 @@ def test_bad_arguments_are_named():
         StackedAdam(stack, lr=0.0)
     with pytest.raises(ValueError, match="two Adam state dicts"):
         StackedAdam(stack).load_run_state_dicts(0, [{}])
+
+
+def test_a_saved_adam_state_of_the_wrong_shape_is_named():
+    """A checkpoint's moments must have the parameter's shape (not a copy error deep inside torch)."""
+    stack, models = stack_of("vae")
+    adams = _torch_adams(models[0])
+    _train_single(models[0], adams, [batches(stack.K)], SEEDS[0], 0)
+    states = [o.state_dict() for o in adams]
+    name = stack.generative_names[0]
+    states[0]["state"][0]["exp_avg"] = states[0]["state"][0]["exp_avg"].reshape(-1)[:3].clone()
+    with pytest.raises(ValueError, match=rf"parameter {name}: 'exp_avg' has shape \(3,\), the parameter \("):
+        StackedAdam(stack).load_run_state_dicts(0, states)

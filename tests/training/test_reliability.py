@@ -142,6 +142,44 @@ def test_a_checkpoint_that_cannot_be_restored_names_the_file_and_the_way_out(dam
     assert str(err.value).startswith(str(path)) and f"delete {path} to restart the run" in str(err.value)
 
 
+def test_an_optimiser_state_of_the_wrong_shape_names_the_file_and_the_way_out(tmp_path, data_root, good_checkpoint):
+    """Adam's moments must have their parameters' shapes; otherwise the first step would fail deep in torch."""
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(good_checkpoint)
+    state = ckpt.load(path)
+    (optimiser,) = state["optimizers"]
+    moments = optimiser["state"][0]
+    moments["exp_avg"] = moments["exp_avg"].reshape(-1)[:3].clone()
+    torch.save(state, path)
+    with pytest.raises(CorruptFileError, match=r"cannot be restored .*optimiser 0's state of parameter 0: 'exp_avg' "
+                                               r"has shape \(3,\), the parameter \(") as err:
+        _fit(tmp_path, data_root)
+    assert str(err.value).startswith(str(path)) and f"delete {path} to restart the run" in str(err.value)
+
+
+#: A tiny GP-bandit run: windows of one epoch, two random rounds, small GP budgets.
+BANDIT = TINY.replace(epochs=6, schedule="gp_bandit", schedule_options={
+    "window": 1, "n_init": 2, "burn_in": 0, "ml_starts": 4, "raw_samples": 32, "num_restarts": 2, "acq_maxiter": 10})
+
+
+def test_a_bandit_history_cut_with_its_round_counter_lowered_is_not_resumed(tmp_path, data_root):
+    """The bandit's rounds must match the epochs the checkpoint trained: a history cut by its last
+    round, with the round counter lowered and the arm mended to match, is refused (it would resume
+    and leave a schedule_history.csv with a round missing)."""
+    _fit(tmp_path, data_root, BANDIT, stop_after=4)
+    path = tmp_path / "checkpoint.pt"
+    state = ckpt.load(path)
+    bandit = state["schedule"]
+    assert bandit["round"] == 4
+    bandit["history"], bandit["round"] = bandit["history"][:-1], 3
+    bandit["arm"] = bandit["history"][-1]["next_arm"]
+    torch.save(state, path)
+    with pytest.raises(CorruptFileError, match=r"'start_epoch' is 4, but the last recorded round \(2\) ended at "
+                                               r"epoch 3") as err:
+        _fit(tmp_path, data_root, BANDIT)
+    assert str(err.value).startswith(str(path)) and f"delete {path} to restart the run" in str(err.value)
+
+
 def test_a_checkpoint_trained_on_other_data_files_is_not_resumed(tmp_path, data_root, good_checkpoint):
     """E.g. a run started on the derived Omniglot set must not go on with chardata.mat (no checksum)."""
     (tmp_path / "checkpoint.pt").write_bytes(_edited(good_checkpoint, tmp_path, data="chardata:0123:seed=0:v1"))
@@ -371,6 +409,10 @@ def test_files_follow_the_umask(tmp_path, umask):
         ({"schedule": "gp_bandit", "schedule_options": {"window": 0}}, "schedule_options", "window"),
         ({"schedule": "moments", "schedule_options": {"update_every": 0}}, "schedule_options", "update_every"),
         ({"schedule": "gp_bandit", "schedule_options": {"box": (0.5, 0.2)}}, "schedule_options", "box"),
+        ({"schedule": "gp_bandit", "schedule_options": {"max_observations": 4}}, "schedule_options",
+         "max_observations=4 is below n_init=15"),
+        ({"schedule": "gp_bandit", "schedule_options": {"ml_starts": 10**9}}, "schedule_options",
+         r"ml_starts .*in \[1, 2000\]"),
         ({"seed": 2**70}, "seed", r"\[0, 2\*\*63\)"),
         ({"data_seed": 2**63}, "data_seed", r"\[0, 2\*\*63\)"),
     ],

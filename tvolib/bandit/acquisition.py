@@ -19,7 +19,13 @@ from torch import Tensor
 
 from .model import BanditGP
 
-__all__ = ["GPUCB", "acquisition_budget", "maximize_ucb", "project_arm", "theorem1_kappa"]
+__all__ = ["GPUCB", "MAX_NUM_RESTARTS", "MAX_RAW_SAMPLES", "acquisition_budget", "maximize_ucb", "project_arm",
+           "theorem1_kappa"]
+
+#: Largest acquisition budgets accepted (16 and 10 times the defaults' largest): the raw samples are
+#: evaluated in one batch, the restarts optimised as one problem.
+MAX_RAW_SAMPLES = 16384
+MAX_NUM_RESTARTS = 100
 
 
 def theorem1_kappa(n_rounds: int, dim: int, *, delta: float = 0.1, a: float = 1.0, b: float = 1.0) -> float:

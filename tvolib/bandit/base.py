@@ -18,7 +18,7 @@ from ..schedules import Schedule
 from ..tvo import log_uniform
 from .acquisition import project_arm
 from .protocol import ROUND_DECIMALS, arm_degeneracy, resolve_protocol, staggered_upper
-from .state import STATE_VERSION, check_state_dict
+from .state import MAX_ABS_EVIDENCE, MAX_ABS_REWARD, STATE_VERSION, check_state_dict
 from .reward import early_update, evidence_spec_for, window_reward
 
 __all__ = ["BanditScheduleBase"]
@@ -183,9 +183,10 @@ class BanditScheduleBase(Schedule):
         Report ``step(0, L_0)`` for the untrained model before training so that round 0 earns
         ``L_w - L_0``; without it the first report (at or after ``burn_in``) starts the first
         window. A non-finite ``evidence`` is ignored with a ``RuntimeWarning`` (the window goes on;
-        the epoch is listed in the round's ``ignored_epochs``). The window closes when it reaches
-        its planned length or on an early update (:mod:`tvolib.bandit.reward`), and the next arm
-        is chosen.
+        the epoch is listed in the round's ``ignored_epochs``); a finite one beyond
+        :data:`~tvolib.bandit.state.MAX_ABS_EVIDENCE` is refused (``ValueError``, nothing recorded).
+        The window closes when it reaches its planned length or on an early update
+        (:mod:`tvolib.bandit.reward`), and the next arm is chosen.
 
         Args:
             epoch: completed epochs, an int >= 0, increasing from call to call.
@@ -201,6 +202,9 @@ class BanditScheduleBase(Schedule):
                 "its evidence_spec, after every epoch"
             )
         value = _evidence_value(evidence)
+        if math.isfinite(value) and abs(value) > MAX_ABS_EVIDENCE:
+            raise ValueError(f"evidence at epoch {epoch} must be a log-evidence per example within "
+                             f"+-{MAX_ABS_EVIDENCE:.0e} nats (or NaN, ignored); got {value!r}")
         self._last_epoch = epoch
         if epoch < self.burn_in:
             return
@@ -246,11 +250,15 @@ class BanditScheduleBase(Schedule):
 
         An alternative to :meth:`step` for callers that compute rewards themselves (e.g. synthetic
         benchmarks): the reward is attributed to the current arm at the current round index; a
-        non-finite reward is recorded as skipped and never reaches the GP. Do not mix with
+        non-finite reward is recorded as skipped and never reaches the GP, a finite one beyond
+        :data:`~tvolib.bandit.state.MAX_ABS_REWARD` is refused. Do not mix with
         :meth:`step` in one run.
         """
+        value = _evidence_value(reward)
+        if math.isfinite(value) and abs(value) > MAX_ABS_REWARD:
+            raise ValueError(f"reward must be a finite number within +-{MAX_ABS_REWARD:g} nats; got {value!r}")
         self._complete_round(
-            _evidence_value(reward), epoch=None, start_epoch=None, early=False,
+            value, epoch=None, start_epoch=None, early=False,
             evidence_start=None, evidence_end=None,
         )
         return self.current()

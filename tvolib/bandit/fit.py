@@ -23,7 +23,11 @@ from .kernels import omega_to_rho, rho_to_omega
 from .model import NOISE_FLOOR, BanditGP, Hyperparameters
 from .protocol import ML_BOUNDS
 
-__all__ = ["FitResult", "fit_map", "fit_ml"]
+__all__ = ["FitResult", "MAX_ML_STARTS", "fit_map", "fit_ml"]
+
+#: Largest number of random starts of :func:`fit_ml` accepted (10 times the code's 200): their
+#: marginal likelihoods are evaluated in one batch.
+MAX_ML_STARTS = 2000
 
 
 @dataclass(frozen=True)

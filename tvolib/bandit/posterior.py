@@ -16,9 +16,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..checks import check_int
 from .model import BanditGP, Hyperparameters, training_data
+from .state import check_history_sequence, parse_history
 
 __all__ = ["observations", "replay", "reward_posterior"]
+
+#: The fields of a GP round that :func:`reward_posterior` rebuilds its GP from.
+_GP_FIELDS = ("lo", "hi", "t_pred", "n_obs", "t_origin", "lengthscale", "rho", "noise", "sort", "time_varying")
 
 
 def _rows(schedule_history: Any) -> list[dict[str, Any]]:
@@ -100,7 +105,8 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
     tensors ``(n,)`` in reward units (the standardisation is undone): the std is that of the latent
     reward ``f``, without observation noise.
     """
-    rows = _rows(schedule_history)
+    rows = parse_history(_rows(schedule_history), source="schedule_history", required=("round", "arm", "reward"))
+    round_index = check_int("round_index (a recorded round)", round_index, 0)
     matches = [r for r in rows if int(r["round"]) == int(round_index)]
     if not matches:
         rounds = [int(r["round"]) for r in rows]
@@ -111,6 +117,10 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
             f"no GP was fitted at round {round_index} (its next arm came from {row.get('source')!r}: "
             "random initial rounds and RandomSchedule have no posterior)"
         )
+    missing = [k for k in _GP_FIELDS if not _present(row.get(k))]
+    if missing:
+        raise ValueError(f"schedule_history round {round_index} was a GP round but has no {missing} (empty or absent "
+                         "cells): the GP cannot be rebuilt from it")
     lo, hi = float(row["lo"]), float(row["hi"])
     arms, rounds, rewards = observations(rows, round_index, _optional_int(row.get("max_observations")))
     n_arm = arms.shape[1]
@@ -142,6 +152,10 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
         g = g.unsqueeze(-1)
     if g.ndim != 2 or g.shape[1] != n_arm:
         raise ValueError(f"grid must have shape (n, {n_arm}) (arms in beta units); got {tuple(g.shape)}")
+    outside = ~torch.isfinite(g) | (g < 0) | (g > 1)
+    if bool(outside.any()):
+        raise ValueError(f"grid must hold arms in beta units, finite and in [0, 1] (the bandit's arms lie in "
+                         f"[{lo}, {hi}]); got {g[outside][0].item()!r} in row {int(outside.any(dim=1).nonzero()[0])}")
     x = torch.cat([(g - lo) / (hi - lo), torch.ones(g.shape[0], 1, dtype=torch.float64)], dim=-1)
     with torch.no_grad():
         mean, var = gp.mean_and_variance(x)
@@ -162,12 +176,25 @@ def replay(schedule: Any, schedule_history: Any) -> list[list[float]]:
 
     Returns:
         One arm (beta units, as recorded) per round.
+
+    Raises:
+        ValueError: naming the row and what disagrees: a bad cell, rows out of order or not following
+            one another, a reward that contradicts ``skipped``, a first arm of another configuration or
+            seed, or a choice that differs from the recorded ``next_arm`` (an edited reward, or another
+            configuration or seed).
     """
+    rows = parse_history(_rows(schedule_history), source="schedule_history", required=("round", "arm", "reward"))
+    check_history_sequence(rows, source="schedule_history")
     arms = []
-    for row in _rows(schedule_history):
+    for row in rows:
         if _vector(row["arm"]) != [float(v) for v in schedule.current_arm().tolist()]:
             raise ValueError(f"round {row['round']}: the schedule trains {schedule.current_arm().tolist()}, the "
                              f"history recorded {row['arm']}: configure and seed it like the recorded one")
         schedule.observe(float(row["reward"]))
         arms.append([float(v) for v in schedule.current_arm().tolist()])
+        if "next_arm" in row and arms[-1] != row["next_arm"]:
+            raise ValueError(f"round {row['round']}: after its recorded reward {row['reward']!r} the schedule chose "
+                             f"{arms[-1]}, but the history records next_arm {row['next_arm']}: a reward of rounds "
+                             f"0..{row['round']} was edited, or the schedule is not configured and seeded like the "
+                             "recorded one")
     return arms

@@ -170,7 +170,7 @@ def resolve_protocol(protocol: str, overrides: dict[str, Any]) -> dict[str, Any]
     Raises:
         ValueError: an unknown preset, item or choice (the message lists what is accepted).
     """
-    if protocol not in PROTOCOLS:
+    if not isinstance(protocol, str) or protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {list(PROTOCOLS)}; got {protocol!r}")
     items = dict(PROTOCOLS[protocol])
     for name, value in overrides.items():

@@ -36,11 +36,11 @@ from typing import Any, Literal
 
 import torch
 
-from ..checks import check_finite_float, check_int, check_state
+from ..checks import check_finite_float, check_int, check_state, plain_value
 from ..config import resolve_device
-from .acquisition import maximize_ucb, theorem1_kappa
+from .acquisition import MAX_NUM_RESTARTS, MAX_RAW_SAMPLES, acquisition_budget, maximize_ucb, theorem1_kappa
 from .base import BanditScheduleBase
-from .fit import fit_map, fit_ml
+from .fit import MAX_ML_STARTS, fit_map, fit_ml
 from .model import BanditGP, Hyperparameters, training_data
 from .posterior import observations
 from .protocol import coordinate_scale, ml_bounds, resolve_protocol, size_defaults
@@ -81,7 +81,8 @@ class GPBanditSchedule(BanditScheduleBase):
     * ``time_varying=True``: time kernel with fitted omega; ``False`` fixes omega = 0.
     * ``n_init``: random rounds until this many finite observations (code: ``3 d``; paper-text:
       ``max(3, d)``).
-    * ``max_observations``: keep only the last so many observations (code: ``30 d``; paper-text: all).
+    * ``max_observations``: keep only the last so many observations (code: ``30 d``; paper-text: all);
+      at least ``n_init`` (else the GP would never run).
     * ``corner_guards``: two pseudo-observations at the all-lower and all-upper corners of the arm
       domain with the worst standardised reward kept, at the latest observation's time; a random arm
       replaces a proposal at the all-lower corner (code: on).
@@ -93,12 +94,17 @@ class GPBanditSchedule(BanditScheduleBase):
       ``t`` = completed rounds, dimension ``d - 1``; large (sqrt(kappa) ~ 8 after 40 rounds at
       d = 3), i.e. very exploratory. A number: that constant.
     * ``fit``: ``"ml"`` (code: type-II maximum likelihood, best of ``ml_starts`` random starts then
-      L-BFGS-B, within :data:`~tvolib.bandit.protocol.ML_BOUNDS`) or ``"map"`` (weak priors,
+      L-BFGS-B, within :data:`~tvolib.bandit.protocol.ML_BOUNDS`; ``ml_starts`` at most
+      :data:`~tvolib.bandit.fit.MAX_ML_STARTS`) or ``"map"`` (weak priors,
       warm-started from the previous round, ``fit_maxiter`` iterations).
-    * ``acq_maxiter``, ``raw_samples``, ``num_restarts``: acquisition budget (defaults grow with ``d``).
+    * ``acq_maxiter``, ``raw_samples``, ``num_restarts``: acquisition budget (defaults grow with ``d``;
+      at most :data:`~tvolib.bandit.acquisition.MAX_RAW_SAMPLES` and ``MAX_NUM_RESTARTS``, and no
+      more restarts than raw samples).
     * ``initial_hyperparameters``: the GP's starting point (default ``rho = 2`` or 0 when not
       time-varying).
     * ``device``: where the GP computes (default CUDA when available); arms live on the CPU.
+
+    NumPy and torch scalars are accepted wherever a number or flag is (stored as Python values).
 
     Example:
         >>> sched = GPBanditSchedule(d=3, window=2, seed=0, device="cpu")
@@ -135,6 +141,7 @@ class GPBanditSchedule(BanditScheduleBase):
         device: str | torch.device | None = None,
         **window_options: Any,
     ) -> None:
+        corner_guards, kappa, window_options = plain_value((corner_guards, kappa, window_options))  # NumPy, torch
         self._sort = bool(sort)  # needed by _finalise_arm during the base __init__
         super().__init__(d, protocol=protocol, **window_options)
         items = resolve_protocol(protocol, dict(corner_guards=corner_guards, standardize=standardize, fit=fit,
@@ -146,21 +153,39 @@ class GPBanditSchedule(BanditScheduleBase):
         self.n_init = default_init if n_init is None else check_int("n_init", n_init, 1)
         self.max_observations = (default_max if max_observations is None
                                  else check_int("max_observations", max_observations, 1))
+        self._check_sizes(self.n_init, self.max_observations)
         self.kappa: float | str = self._check_kappa(items["kappa"] if kappa is None else kappa)
         self.kappa_delta = check_finite_float("kappa_delta", kappa_delta)
         self.kappa_a, self.kappa_b = check_finite_float("kappa_a", kappa_a), check_finite_float("kappa_b", kappa_b)
         theorem1_kappa(1, self.n_arm, delta=self.kappa_delta, a=self.kappa_a, b=self.kappa_b)  # validates
         self.fit_maxiter = check_int("fit_maxiter", fit_maxiter, 1)
-        self.ml_starts = check_int("ml_starts", ml_starts, 1)
+        self.ml_starts = check_int("ml_starts (random starts of the ML fit)", ml_starts, 1, MAX_ML_STARTS)
         self.acq_maxiter = check_int("acq_maxiter", acq_maxiter, 1)
-        self.raw_samples = None if raw_samples is None else check_int("raw_samples", raw_samples, 1)
-        self.num_restarts = None if num_restarts is None else check_int("num_restarts", num_restarts, 1)
+        self.raw_samples = (None if raw_samples is None
+                            else check_int("raw_samples (of the acquisition)", raw_samples, 1, MAX_RAW_SAMPLES))
+        self.num_restarts = (None if num_restarts is None
+                             else check_int("num_restarts (of the acquisition)", num_restarts, 1, MAX_NUM_RESTARTS))
+        samples, restarts = acquisition_budget(self.n_arm)
+        samples, restarts = self.raw_samples or samples, self.num_restarts or restarts
+        if restarts > samples:
+            raise ValueError(f"num_restarts ({restarts}) must not exceed raw_samples ({samples}): the acquisition's "
+                             "restarts start from the best raw samples")
         hp = initial_hyperparameters or Hyperparameters(rho=2.0 if self.time_varying else 0.0,
                                                         trend_share=0.5 if self.trend else 0.0)
         self._hp: Hyperparameters = hp.validate()
         self.device = resolve_device(device)
         #: The GP's stretch of each sorted coordinate onto its own range in the arm domain.
         self.coordinate_scale = coordinate_scale(self.lo, self.upper)
+
+    @staticmethod
+    def _check_sizes(n_init: int, max_observations: int | None) -> None:
+        """The GP must be able to see ``n_init`` observations under the cap ``max_observations``."""
+        if max_observations is not None and max_observations < n_init:
+            raise ValueError(
+                f"max_observations={max_observations} is below n_init={n_init}: the GP waits for n_init observations "
+                "but keeps only the last max_observations, so every round would draw a random arm; choose "
+                "max_observations >= n_init (or a smaller n_init)"
+            )
 
     @staticmethod
     def _check_kappa(kappa: Any) -> float | str:

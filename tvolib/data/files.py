@@ -28,6 +28,7 @@ import zlib
 from pathlib import Path
 
 from tvolib.checkpoint import atomic_write
+from tvolib.paths import choose_folder
 
 __all__ = [
     "DatasetNotFoundError",
@@ -97,10 +98,11 @@ class ChecksumError(CorruptFileError):
 
 
 def data_root(root: str | os.PathLike[str] | None = None) -> Path:
-    """Dataset folder: ``root``, else ``$TVOLIB_DATA``, else ``~/.cache/tvolib/data``.
+    """Dataset folder: ``root``, else ``$TVOLIB_DATA`` (when not empty), else ``~/.cache/tvolib/data``.
 
     Args:
-        root: an explicit folder (``str`` or path-like); ``None`` or ``""`` defers to the others.
+        root: an explicit folder (``str`` or path-like), or ``None`` to defer to the others; ``""``
+            is refused (:func:`tvolib.paths.choose_folder`).
 
     Returns:
         The folder (not checked for existence: the readers name the files they miss).
@@ -108,8 +110,7 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     if root is not None and not isinstance(root, (str, os.PathLike)):
         raise TypeError(f"root must be a folder path (str or os.PathLike) or None, got "
                         f"{type(root).__name__} {root!r}")
-    chosen = root or os.environ.get("TVOLIB_DATA") or Path.home() / ".cache" / "tvolib" / "data"
-    return Path(chosen).expanduser()
+    return choose_folder(root, "TVOLIB_DATA", Path.home() / ".cache" / "tvolib" / "data", what="data_root")
 
 
 def cache_dir() -> Path:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import pandas as pd
 from matplotlib.figure import Figure
 
-from tvolib import paths, runs
+from tvolib import data, paths, runs
 from tvolib.models.pcfg import load_grammar
 from tvolib.paper import analysis, bandit_analysis, captions, integrand, pcfg_analysis, results
 from tvolib.paper.names import MODEL_LABELS, TRAINING_PHASES, schedule_label
@@ -359,7 +359,7 @@ def notebook_parameters(namespace: dict[str, Any]) -> dict[str, Any]:
         ``{name: value}`` for :data:`NOTEBOOK_PARAMETERS`, for ``figure(stem, **parameters)``.
 
     Raises:
-        ValueError: an unknown parameter name, with the accepted ones.
+        ValueError: an unknown parameter name, with the accepted ones, or an empty value.
     """
     unknown = sorted(
         name for name, value in namespace.items()
@@ -369,6 +369,10 @@ def notebook_parameters(namespace: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown notebook parameter(s) {unknown}; accepted: {', '.join(NOTEBOOK_PARAMETERS)} "
                          "(e.g. papermill -p profile smoke)")
+    empty = [name for name in NOTEBOOK_PARAMETERS if namespace.get(name) == ""]
+    if empty:
+        raise ValueError(f"notebook parameter {empty[0]} is '': give a folder, or None for the environment's "
+                         "setting (an empty value is never the default)")
     return {name: namespace.get(name) for name in NOTEBOOK_PARAMETERS}
 
 
@@ -391,16 +395,22 @@ def figure(
             else ``local``.
         data_root: datasets; None: ``$TVOLIB_DATA``, else the user cache.
         results_root: run folders; None: ``$TVOLIB_RESULTS``, else ``<repo>/results``.
-        figures_dir: outputs; None: ``$TVOLIB_FIGURES``, else ``<repo>/figures``.
+        figures_dir: outputs; None: ``$TVOLIB_FIGURES``, else ``<repo>/figures`` -- at profile
+            ``smoke`` ``<repo>/.cache/figures-smoke`` (a smoke run never writes into the committed
+            figures unless they are named). ``""`` for any folder is an error, never the default.
 
     Returns:
         A :class:`FigureResult`.
     """
     stem = resolve_figure(name)
     p = get_profile(profile)
-    check_writable(paths.figures_path(figures_dir), what="figures folder",
+    paths.results_root(results_root)  # an empty path is refused before anything runs
+    if data_root is not None:
+        data.data_root(data_root)
+    folder = paths.figures_path(figures_dir, scratch=p.name == "smoke")  # smoke: never the committed figures/
+    check_writable(folder, what="figures folder",
                    advice="choose another (figures_dir or $TVOLIB_FIGURES)")  # before the sweep runs
     configs = list(FIGURES[stem](p))
     frame = (runs.run_configs(configs, executor=executor, data_root=data_root, results_root=results_root)
              if configs else pd.DataFrame())  # a figure this profile does not run
-    return BUILDERS[stem](_Inputs(stem, p, configs, frame, data_root, results_root, figures_dir))
+    return BUILDERS[stem](_Inputs(stem, p, configs, frame, data_root, results_root, folder))

@@ -41,7 +41,7 @@ from tvolib.checkpoint import atomic_write
 from tvolib.runs.cost import estimate_seconds
 from tvolib.runs.plan import default_workers, format_plan, plan
 from tvolib.runs.readers import results_frame, unique_configs
-from tvolib.runs.run import TrainArg, check_device, run_one, run_stack
+from tvolib.runs.run import TrainArg, check_device, check_folders, run_one, run_stack
 from tvolib.runs.stacks import resolve_stack, stack_jobs, stacking_active, sweep_max_stack
 from tvolib.runs.slurm import SlurmOptions, quiet_sacct, wait_for_jobs
 from tvolib.runs.store import ERROR_FILE, PROBLEMS, RunFolderError, config_digest, inspect_run, run_dir
@@ -382,6 +382,7 @@ def run_configs(
     """
     _check_not_bootstrapping()
     name = resolve_executor(executor)
+    check_folders(results_root, data_root)
     root = paths.results_root(results_root)
     unique = unique_configs(configs)
     if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1):

@@ -17,8 +17,10 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from tvolib import paths
 from tvolib.checkpoint import atomic_write
 from tvolib.config import resolve_device
+from tvolib.data import data_root as data_folder
 from tvolib.runs.kinds import TrainFn, get_kind
 from tvolib.training.many import TrainManyError, train_many
 from tvolib.training.run_folder import RunFolder, RunLockedError
@@ -28,7 +30,7 @@ from tvolib.runs.store import (
     RunFolderError, clear_run, config_kind, config_record, inspect_run, run_dir, write_json, write_records_csv,
 )
 
-__all__ = ["RunLockedError", "TrainArg", "check_device", "run_one", "run_stack"]
+__all__ = ["RunLockedError", "TrainArg", "check_device", "check_folders", "run_one", "run_stack"]
 
 #: A trainer replacing the kinds' (or ``{kind: trainer}``), for tests.
 TrainArg = TrainFn | Mapping[str, TrainFn] | None
@@ -55,6 +57,14 @@ def check_device(device: str | None, *, here: bool = True) -> None:
     if reason:
         raise ValueError(f"device={device!r} cannot be used ({reason}); accepted: 'cpu', 'cuda' or 'cuda:N' "
                          f"where CUDA is available")
+
+
+def check_folders(results_root: str | os.PathLike[str] | None, data_root: str | os.PathLike[str] | None) -> None:
+    """Refuse a results or data root that is not a path, or empty (``""`` is never the default), before
+    anything runs; ``None`` stands for the defaults."""
+    paths.results_root(results_root)
+    if data_root is not None:
+        data_folder(data_root)
 
 
 # --------------------------------------------------------------------------------------------
@@ -188,6 +198,7 @@ def run_one(
         >>> run_one(RunConfig(model="vae", dataset="mnist", epochs=2), device="cpu")  # doctest: +SKIP
     """
     check_device(device)
+    check_folders(results_root, data_root)
     folder, final = _open_folder(config, results_root, repair)
     if final is not None:
         return final
@@ -233,6 +244,7 @@ def run_stack(
         >>> outcomes = run_stack(sweeps.fig4_vae_mnist_fashion("smoke")[:4], device="cpu")  # doctest: +SKIP
     """
     check_device(device)
+    check_folders(results_root, data_root)
     opened = [_open_folder(config, results_root, repair) for config in configs]
     outcomes: list[dict[str, Any] | BaseException | None] = [final for _, final in opened]
     todo = [i for i, final in enumerate(outcomes) if final is None]

@@ -16,15 +16,18 @@ A run is identified by its config (a frozen dataclass with ``kind``, ``to_dict()
 Every file is written atomically (temporary sibling, then ``os.replace``). A run is complete
 (``"done"``) only if ``final.json`` parses, has the keys :data:`FINAL_KEYS`, its ``kind`` and
 ``digest`` are the folder's config's, it records all the config's epochs and ``"completed": true``,
-both CSVs parse (``history.csv`` with one row per epoch and one for epoch 0) and ``model.pt`` loads
-and belongs to the config; a folder that fails these checks is ``"corrupt"`` (unreadable or
-incomplete files: ``repair`` removes the results and the trainer rebuilds them from its checkpoint)
-or ``"foreign"`` (files of another config), see :func:`inspect_run`.
+both CSVs parse (``history.csv`` with one row per epoch and one for epoch 0), a bandit run's
+``schedule_history.csv`` holds exactly the rounds of its final checkpoint (one row per round, every
+column, every cell parsable and equal to the checkpoint's record: :func:`schedule_history_problem`)
+and ``model.pt`` loads and belongs to the config; a folder that fails these checks is ``"corrupt"``
+(unreadable or incomplete files: ``repair`` removes the results and the trainer rebuilds them from
+its checkpoint) or ``"foreign"`` (files of another config), see :func:`inspect_run`.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -35,16 +38,18 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from tvolib import paths
+from tvolib.bandit.state import parse_history
 from tvolib.checkpoint import CorruptFileError, atomic_write
 from tvolib.runs.kinds import get_kind
-from tvolib.training.run_folder import MODEL_ADVICE, load_model_state
+from tvolib.training.run_folder import MODEL_ADVICE, RunFolder, load_model_state
+from tvolib.training.schedule import BANDIT_SCHEDULES
 
 __all__ = [
     "CONFIG_FILE", "FINAL_FILE", "HISTORY_FILE", "SCHEDULE_FILE", "ERROR_FILE", "CHECKPOINT_FILE",
     "MODEL_FILE", "WALL_FILE", "FINAL_KEYS", "STATUSES", "PROBLEMS",
     "RunFolderError", "RunState",
     "config_kind", "config_digest", "run_dir", "config_record", "config_from_dict", "load_config",
-    "inspect_run", "check_run", "clear_run", "error_headline",
+    "inspect_run", "check_run", "clear_run", "error_headline", "schedule_history_problem",
     "write_json", "write_records_csv", "read_records_csv",
 ]
 
@@ -307,6 +312,69 @@ def _csv_problem(config: Any, folder: Path, name: str) -> RunState | None:
     return None
 
 
+def _bandit_run(config: Any) -> bool:
+    """Whether ``config`` trains with a bandit schedule, whose rounds ``schedule_history.csv`` records."""
+    return bool(getattr(config, "uses_schedule", False)) and getattr(config, "schedule", None) in BANDIT_SCHEDULES
+
+
+def _same_cell(mine: Any, theirs: Any) -> bool:
+    """Two parsed cells agree: equal, numbers to the CSV's text round trip (rel. 1e-12), empty as None."""
+    mine, theirs = (None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in (mine, theirs))
+    if isinstance(mine, (list, tuple)) and isinstance(theirs, (list, tuple)):
+        return len(mine) == len(theirs) and all(map(_same_cell, mine, theirs))
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (mine, theirs))
+    if numbers:
+        return mine == theirs or math.isclose(mine, theirs, rel_tol=1e-12, abs_tol=0.0)
+    return bool(mine == theirs)
+
+
+def schedule_history_problem(config: Any, folder: Path) -> str:
+    """Why a complete bandit run's ``schedule_history.csv`` cannot be trusted, or ``""``.
+
+    The file must hold the rounds that the run's own final checkpoint records (its digest, at the
+    config's last epoch): one row per round, every column, every cell parsable as its kind
+    (:data:`tvolib.bandit.state.HISTORY_FIELDS`) and equal to the checkpoint's. Runs without a bandit
+    schedule pass.
+    """
+    if not _bandit_run(config):
+        return ""
+    try:
+        state = RunFolder(folder).load_checkpoint(config.digest(), config.epochs, mmap=True)
+    except CorruptFileError as err:
+        return f"{SCHEDULE_FILE} cannot be verified: {str(err).split('; ')[0]}"
+    if state is None:
+        return f"{SCHEDULE_FILE} cannot be verified: {CHECKPOINT_FILE}, the bandit's own record of its rounds, is missing"
+    if state["epoch"] != config.epochs:
+        return f"{CHECKPOINT_FILE} is at epoch {state['epoch']}, not the run's last epoch {config.epochs}"
+    bandit = state["schedule"]
+    recorded = bandit.get("history") if isinstance(bandit, dict) else None
+    try:
+        if not isinstance(recorded, list):
+            raise ValueError(f"{CHECKPOINT_FILE} holds no bandit rounds (its schedule state has no history)")
+        expected = parse_history(recorded, source=CHECKPOINT_FILE)
+        frame = read_records_csv(folder / SCHEDULE_FILE)
+        rows = parse_history(frame.to_dict("records"), source=SCHEDULE_FILE)
+    except RunFolderError as err:
+        return err.problems[0][2]
+    except ValueError as err:
+        return str(err)
+    if len(rows) != len(expected):
+        return f"{SCHEDULE_FILE} holds {len(rows)} rows, not the {len(expected)} rounds recorded in {CHECKPOINT_FILE}"
+    columns = [str(c) for c in frame.columns]
+    wanted = {key for row in expected for key in row}
+    missing, extra = sorted(wanted - set(columns)), sorted(set(columns) - wanted)
+    if missing or extra:
+        parts = [f"lacks the columns {missing}"] if missing else []
+        parts += [f"has the columns {extra}, which the rounds in {CHECKPOINT_FILE} do not"] if extra else []
+        return f"{SCHEDULE_FILE} " + " and ".join(parts)
+    for i, (mine, theirs) in enumerate(zip(rows, expected)):
+        for key in columns:
+            if not _same_cell(mine.get(key), theirs.get(key)):
+                return (f"{SCHEDULE_FILE} row {i}, column {key!r} holds {mine.get(key)!r:.80}, but round {i} in "
+                        f"{CHECKPOINT_FILE} records {theirs.get(key)!r:.80} (edited, or another run's file?)")
+    return ""
+
+
 def _model_problem(config: Any, folder: Path) -> RunState | None:
     """A missing, damaged or foreign ``model.pt`` in a complete run (its tensors mapped, not read)."""
     path = folder / MODEL_FILE
@@ -328,7 +396,8 @@ def inspect_run(config: Any, results_root: str | os.PathLike[str] | None = None)
 
     Returns:
         A :class:`RunState`: ``"done"`` (``final.json`` valid, complete and this config's, the CSVs
-        readable, ``model.pt`` this config's: see the module docstring),
+        readable, a bandit's rounds those of its final checkpoint, ``model.pt`` this config's: see
+        the module docstring),
         ``"partial"`` (started, not finished), ``"missing"``, ``"corrupt"`` or ``"foreign"`` (with
         the reason).
     """
@@ -344,6 +413,8 @@ def inspect_run(config: Any, results_root: str | os.PathLike[str] | None = None)
         return RunState("partial" if any(folder.iterdir()) else "missing")
     problem = _final_problem(config, folder / FINAL_FILE)
     problem = problem or _csv_problem(config, folder, HISTORY_FILE) or _csv_problem(config, folder, SCHEDULE_FILE)
+    reason = "" if problem else schedule_history_problem(config, folder)
+    problem = problem or (RunState("corrupt", reason) if reason else None)
     return problem or _model_problem(config, folder) or RunState("done")
 
 

@@ -125,6 +125,11 @@ class StackedAdam:
                 raise ValueError(f"an Adam state dict for {len(names)} parameters has state for {sorted(per_param)}")
             for i, n in enumerate(names):
                 s = per_param.get(i)
+                for key in ("exp_avg", "exp_avg_sq"):
+                    if s and tuple(s[key].shape) != tuple(self.exp_avg[n][k].shape):
+                        raise ValueError(f"the saved Adam state of parameter {n}: {key!r} has shape "
+                                         f"{tuple(s[key].shape)}, the parameter {tuple(self.exp_avg[n][k].shape)} "
+                                         "(a checkpoint of another model?)")
                 with torch.no_grad():
                     self.exp_avg[n][k].copy_(s["exp_avg"] if s else 0.0)
                     self.exp_avg_sq[n][k].copy_(s["exp_avg_sq"] if s else 0.0)

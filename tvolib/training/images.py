@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from tvolib.checks import plain_value
 from tvolib.config import ExperimentConfig, freeze, normalise_numbers, resolve_device
 from tvolib.data import DATASETS, load_dataset
 from tvolib.models import MODELS as MODEL_CLASSES, build_model
@@ -30,7 +31,9 @@ from tvolib.training.run_folder import MODEL_ADVICE, load_model_state
 from tvolib.training.evaluate import evaluate
 from tvolib.training.fields import bad_field, check_integers, check_positive_numbers, check_seeds
 from tvolib.training.loop import RunResult, Task, derived_seed, run
-from tvolib.training.schedule import BANDIT_SCHEDULES, SCHEDULES, config_digest, make_schedule, schedule_option_names
+from tvolib.training.schedule import (
+    BANDIT_SCHEDULES, SCHEDULES, canonical_options, config_digest, make_schedule, schedule_option_names,
+)
 from tvolib.tvo import EvidenceSpec, log_evidence
 
 __all__ = ["MODELS", "REPARAM_OBJECTIVES", "SCHEDULES", "ImageTask", "RunConfig", "load_image_model", "train"]
@@ -58,7 +61,7 @@ def _normalise_options(name: str, options: Any) -> tuple[tuple[str, Any], ...]:
         raise ValueError(f"{name} keys must be strings; got {keys!r}")
     if len(set(keys)) != len(keys):
         raise ValueError(f"{name} has repeated keys: {keys!r}")
-    return tuple(sorted(((k, freeze(v)) for k, v in pairs), key=lambda kv: kv[0]))
+    return tuple(sorted(((k, freeze(plain_value(v))) for k, v in pairs), key=lambda kv: kv[0]))
 
 
 def _json_safe(value: Any) -> bool:
@@ -80,7 +83,10 @@ class RunConfig(ExperimentConfig):
     ``log_beta1`` is ``beta_1``, the first non-zero point of the ``log`` schedule (its name is kept
     so that results folders keep their names). ``schedule_options`` / ``model_options`` are extra
     keyword arguments for the schedule's constructor / ``build_model``, stored as a sorted tuple of
-    pairs (a dict is accepted and normalised) so the config stays hashable. ``precision`` is the
+    pairs (a dict is accepted and normalised) so the config stays hashable; NumPy and torch scalars
+    are stored as Python values, and schedule options in one spelling per meaning
+    (:func:`~tvolib.training.schedule.canonical_options`: ``kappa=2`` is ``2.0``, ``kappa=None`` or
+    a preset's own value is no option), so one run has one digest. ``precision`` is the
     training arithmetic (:mod:`tvolib.precision`: ``"fp32"``, ``"tf32"`` or ``"bf16"``; evaluation is
     always fp32); it is part of :meth:`to_dict` and the digest only when it is not ``"fp32"``, so
     every fp32 config keeps the name it had before the setting existed.
@@ -112,7 +118,8 @@ class RunConfig(ExperimentConfig):
 
     def __post_init__(self) -> None:
         normalise_numbers(self)  # NumPy integers accepted; lr=1 and lr=1.0 are one config
-        object.__setattr__(self, "schedule_options", _normalise_options("schedule_options", self.schedule_options))
+        options = _normalise_options("schedule_options", self.schedule_options)
+        object.__setattr__(self, "schedule_options", canonical_options(self.schedule, options))
         object.__setattr__(self, "model_options", _normalise_options("model_options", self.model_options))
 
     @property

@@ -38,8 +38,8 @@ from tvolib.checkpoint import CorruptFileError, plain
 from tvolib.training.run_folder import RunFolder
 
 __all__ = ["RunResult", "Task", "TrainingDivergedError", "begin", "check_data_source", "check_losses",
-           "check_parameters", "derived_seed", "end_epoch", "evaluates_after", "final_record", "finish",
-           "progress_bar", "restore", "run", "save_checkpoint"]
+           "check_optimiser_shapes", "check_parameters", "derived_seed", "end_epoch", "evaluates_after",
+           "final_record", "finish", "progress_bar", "restore", "run", "save_checkpoint"]
 
 _TIMERS = ("eval_seconds", "bandit_seconds")
 
@@ -137,7 +137,8 @@ class Task(ABC):
         """Restore the optimisers from a checkpoint's list of state dicts."""
         if len(states) != len(self.optimisers):
             raise ValueError(f"checkpoint holds {len(states)} optimiser states, this run has {len(self.optimisers)}")
-        for optimiser, state in zip(self.optimisers, states):
+        for k, (optimiser, state) in enumerate(zip(self.optimisers, states)):
+            check_optimiser_shapes(optimiser, state, f"optimiser {k}")
             optimiser.load_state_dict(state)
 
     # -- state ---------------------------------------------------------------------------------
@@ -174,6 +175,27 @@ class Task(ABC):
         self.load_optimiser_states(state["optimizers"])
         self.schedule.load_state_dict(state["schedule"])
         self.set_rng_state(state["rng"])
+
+
+def check_optimiser_shapes(optimiser: torch.optim.Optimizer, state: Any, name: str) -> None:
+    """Raise a ``ValueError`` if a saved per-parameter tensor (e.g. Adam's ``exp_avg``) of ``state``
+    does not have its parameter's shape (the first step would fail deep inside torch otherwise).
+
+    Parameters are matched in order, as ``optimiser.load_state_dict`` matches them; a ``state`` of
+    another layout is left to ``load_state_dict`` to refuse.
+    """
+    groups = state.get("param_groups") if isinstance(state, dict) else None
+    saved = state.get("state") if isinstance(state, dict) else None
+    if not isinstance(groups, list) or not isinstance(saved, dict):
+        return
+    ids = [i for group in groups if isinstance(group, dict) for i in group.get("params", ())]
+    params = [p for group in optimiser.param_groups for p in group["params"]]
+    for i, param in zip(ids, params):
+        entry = saved.get(i)
+        for key, value in (entry.items() if isinstance(entry, dict) else ()):
+            if isinstance(value, Tensor) and value.ndim > 0 and value.shape != param.shape:
+                raise ValueError(f"{name}'s state of parameter {i}: {key!r} has shape {tuple(value.shape)}, the "
+                                 f"parameter {tuple(param.shape)} (a checkpoint of another model?)")
 
 
 def progress_bar(progress: bool | None, **tqdm_kwargs: Any) -> Any:

@@ -131,7 +131,12 @@ class PCFGConfig(ExperimentConfig):
         differ from their default, so earlier results keep their names.
         """
         fields = {k: v for k, v in self.to_dict().items() if _LATER_FIELDS.get(k, object()) != v}
-        return config_digest(self.kind, fields, self.objective == "tvo" and self.schedule in BANDIT_SCHEDULES)
+        return config_digest(self.kind, fields, self.uses_schedule and self.schedule in BANDIT_SCHEDULES)
+
+    @property
+    def uses_schedule(self) -> bool:
+        """Whether the objective integrates over a schedule (the TVO), so that ``d``/``schedule`` matter."""
+        return self.objective == "tvo"
 
     @property
     def cap(self) -> DerivationCap:
@@ -183,7 +188,7 @@ def build_pcfg_schedule(config: PCFGConfig, device: torch.device | str | None = 
     """``log_uniform(d, log_beta1)`` or the GP bandit (its defaults, seeded with ``config.seed``, GP on
     ``device``); baselines get the fixed ELBO point ``[0]`` (unused by their losses)."""
     return make_schedule(config.schedule, config.d, beta_1=config.log_beta1, seed=config.seed, device=device,
-                         uses_schedule=config.objective == "tvo")
+                         uses_schedule=config.uses_schedule)
 
 
 # --------------------------------------------------------------------------------------------

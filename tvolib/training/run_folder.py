@@ -190,18 +190,19 @@ class RunFolder:
         for tmp in self.path.glob(f".*{TMP_SUFFIX}"):
             tmp.unlink(missing_ok=True)
 
-    def load_checkpoint(self, digest: str, epochs: int) -> dict[str, Any] | None:
+    def load_checkpoint(self, digest: str, epochs: int, *, mmap: bool = False) -> dict[str, Any] | None:
         """The checkpoint's state (``None`` if there is none), checked before anything is restored.
 
         Checks: the file loads, is a dict with the expected keys, its ``format`` is one this code
         reads, its config ``digest`` equals ``digest``, its epoch lies in ``[0, epochs]``, and its
-        history holds one row per epoch ``0..epoch``.
+        history holds one row per epoch ``0..epoch``. ``mmap=True`` maps the tensors' bytes instead of
+        reading them (to inspect the records only).
         """
         path = self.checkpoint_path
         if not path.exists():
             return None
         advice = f"delete {path} to restart this run from scratch"
-        state = load(path, advice=advice)
+        state = load(path, advice=advice, mmap=mmap)
         if not isinstance(state, dict) or any(k not in state for k in _CHECKPOINT_KEYS):
             missing = [k for k in _CHECKPOINT_KEYS if not isinstance(state, dict) or k not in state]
             raise CorruptFileError(f"{path} is not a tvolib checkpoint (missing {missing}); {advice}")

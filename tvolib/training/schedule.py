@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
 from typing import Any, Callable
 
 import torch
 
-from tvolib.bandit import GPBanditSchedule, RandomSchedule
+from tvolib.bandit import PROTOCOLS, GPBanditSchedule, RandomSchedule
+from tvolib.checks import plain_value
 from tvolib.schedules import FixedSchedule, MomentsSchedule, Schedule
 from tvolib.tvo import linear, log_uniform
 
@@ -22,6 +24,7 @@ __all__ = [
     "BANDIT_REVISION",
     "BANDIT_SCHEDULES",
     "SCHEDULES",
+    "canonical_options",
     "config_digest",
     "make_schedule",
     "schedule_option_names",
@@ -109,30 +112,85 @@ def make_schedule(
     return build(d, beta_1, seed, dict(options or {}), device)
 
 
+def _constructor_parameters(name: str) -> dict[str, inspect.Parameter] | None:
+    """Keyword parameters of schedule ``name``'s constructor, through the base classes it forwards
+    ``**kwargs`` to; ``None`` when it forwards them to no named base (anything is accepted)."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown schedule {name!r}; choose one of {list(SCHEDULES)}")
+    cls = _REGISTRY[name][1]
+    if cls is None:  # linear / log take no options (log's beta_1 is a config field)
+        return {}
+    named: dict[str, inspect.Parameter] = {}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters
+        for p in params.values():
+            if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                named.setdefault(p.name, p)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return named
+    return None
+
+
 def schedule_option_names(name: str) -> set[str] | None:
     """Keyword arguments ``options`` may set for schedule ``name`` (``None``: anything).
 
     A constructor that forwards ``**kwargs`` to its base class accepts the base's names too;
     names the builder sets itself (``d``, ``seed``, ...) are excluded.
     """
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown schedule {name!r}; choose one of {list(SCHEDULES)}")
-    _, cls, reserved = _REGISTRY[name]
-    if cls is None:  # linear / log take no options (log's beta_1 is a config field)
-        return set()
-    named: set[str] = set()
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        params = inspect.signature(init).parameters
-        named |= {p.name for p in params.values()
-                  if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            break
-    else:
+    params = _constructor_parameters(name)
+    if params is None:
         return None
-    return named - set(reserved) - {"self"}
+    return set(params) - set(_REGISTRY[name][2]) - {"self"}
+
+
+def _as_annotated(value: Any, annotation: Any) -> Any:
+    """An int given for a parameter annotated ``float`` (and not ``int``) as a float, also inside a tuple."""
+    text = str(annotation)
+    if not re.search(r"\bfloat\b", text) or re.search(r"\bint\b", text):
+        return value
+    if isinstance(value, tuple):
+        return tuple(_as_annotated(v, "float") for v in value)
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def canonical_options(name: str, options: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+    """Schedule ``name``'s ``options`` (sorted ``(key, value)`` pairs) in one spelling per meaning, so that
+    one run has one config digest.
+
+    NumPy and torch scalars become Python values; an int given for a ``float`` parameter becomes a
+    float (``kappa=2`` is ``kappa=2.0``); options that say what leaving them out says are dropped:
+    ``None`` for a parameter whose default is ``None`` (``kappa=None``), ``protocol`` at its default,
+    and a protocol item at the chosen preset's value (``corner_guards=True`` under ``"code"``,
+    :data:`tvolib.bandit.PROTOCOLS`). Every other option is kept as given, also at its default
+    (``burn_in=0``), so that existing configs keep their names. Unknown schedules and names are left
+    for :meth:`RunConfig.validate` to refuse.
+
+    Example:
+        >>> canonical_options("gp_bandit", (("corner_guards", True), ("kappa", 2), ("window", 3)))
+        (('kappa', 2.0), ('window', 3))
+    """
+    options = plain_value(tuple(options))
+    if not isinstance(name, str) or name not in _REGISTRY:
+        return options
+    params = _constructor_parameters(name) or {}
+    values = dict(options)
+    default_protocol = params["protocol"].default if "protocol" in params else None
+    protocol = values.get("protocol", default_protocol)
+    preset = PROTOCOLS.get(protocol, {}) if isinstance(protocol, str) else {}
+    kept = []
+    for key, value in options:
+        param = params.get(key)
+        if param is not None:
+            value = _as_annotated(value, param.annotation)
+            at_preset = preset.get(key) is not None and type(value) is type(preset[key]) and value == preset[key]
+            if (value is None and param.default is None) or (key == "protocol" and value == default_protocol) \
+                    or at_preset:
+                continue
+        kept.append((key, value))
+    return tuple(kept)
 
 
 def config_digest(kind: str, fields: dict[str, Any], bandit: bool) -> str:
