@@ -51,6 +51,7 @@ FIELD_KINDS: dict[str, str] = {
     "bool?": "None, True or False",
     "str": "a string",
     "vector": "a list of finite numbers",
+    "vectors?": "None or a list of lists of finite numbers",
     "ints": "a list of ints >= 0",
 }
 
@@ -65,9 +66,10 @@ HISTORY_FIELDS: dict[str, str] = {
     # the configuration
     "d": "int", "lo": "float", "hi": "float", "upper": "vector", "sort": "bool", "time_varying": "bool",
     "max_observations": "int?", "reward_rule": "str", "protocol": "str", "corner_guards": "bool",
-    "standardize": "str", "coordinate_scale": "vector",
+    "standardize": "str", "coordinate_scale": "vector", "trend": "bool", "guard_arms": "vectors?",
     # the decision
     "source": "str", "lengthscale": "float?", "omega": "float?", "rho": "float?", "noise": "float?",
+    "trend_share": "float?", "trend_lengthscale": "float?",
     "kappa": "float?", "acq_value": "float?", "fit_seconds": "float?", "acq_seconds": "float?",
     "fit_ok": "bool?", "fit_evals": "int?", "n_obs": "int?", "n_dropped": "int?", "t_origin": "int?",
     "t_pred": "int?", "y_mean": "float?", "y_std": "float?",
@@ -139,6 +141,7 @@ _PARSERS = {
     "bool": _as_bool,
     "str": lambda v: v if isinstance(v, str) else _INVALID,
     "vector": lambda v: _as_list(v, _as_finite),
+    "vectors": lambda v: _as_list(v, lambda row: _as_list(row, _as_finite)),
     "ints": lambda v: _as_list(v, _as_int),
 }
 
