@@ -17,6 +17,7 @@ __all__ = [
     "wallclock_caption",
     "permutation_caption",
     "budget_caption",
+    "testbed_caption",
 ]
 
 #: The PCFG's scale in the paper (Appendix D.1), quoted next to reduced scales.
@@ -110,3 +111,17 @@ def budget_caption(profile: Profile | str | None, *, extra: str = "") -> str:
     if p.name != "paper":
         line += " (reduced scale, see notebook)"
     return line + (f"; {extra}" if extra else "")
+
+
+def testbed_caption(profile: Profile | str | None) -> str:
+    """One line stating the test bed's scale (:class:`~tvolib.paper.profiles.TestbedScale`).
+
+    Example:
+        >>> testbed_caption("smoke").split(";")[0]
+        "profile 'smoke', the bandit's test bed (synthetic runs, known optima): 2 cases"
+    """
+    scale = get_profile(profile).testbed
+    epochs = "each case's 160 epochs" if scale.epochs is None else f"{scale.epochs} epochs"
+    return (f"profile '{get_profile(profile).name}', the bandit's test bed (synthetic runs, known optima): "
+            f"{len(scale.cases)} cases; {scale.seeds} seed{'s' if scale.seeds > 1 else ''} each, {epochs}, "
+            "first window 2 epochs (+1 every 10 rounds); metrics over the second half's arms")

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from tvolib import data, paths, runs
 from tvolib.models.pcfg import load_grammar
-from tvolib.paper import analysis, bandit_analysis, captions, integrand, pcfg_analysis, results
+from tvolib.paper import analysis, bandit_analysis, captions, integrand, pcfg_analysis, results, testbed
 from tvolib.paper.names import MODEL_LABELS, TRAINING_PHASES, schedule_label
 from tvolib.paper.profiles import Profile, get_profile
 from tvolib.paper.sweeps import (
@@ -45,6 +45,7 @@ from tvolib.plotting import (
     plot_pcfg,
     plot_protocol_ablation,
     plot_reward_surface,
+    plot_testbed,
     plot_training_curves,
     save_figure,
     save_table,
@@ -330,6 +331,17 @@ def _fig11(inputs: _Inputs) -> FigureResult:
     return _result(inputs, fig, table, caption, paths)
 
 
+def _fig12(inputs: _Inputs) -> FigureResult:
+    """The bandit's test bed: each protocol's regret and degenerate arms on synthetic runs with known
+    optima (:mod:`tvolib.bandit.testbed`), beside random arms of the same domain."""
+    frame = testbed.testbed_frame(inputs.profile, inputs.results_root)
+    summary = bandit_analysis.testbed_summary(frame)
+    caption = captions.testbed_caption(inputs.profile)
+    fig = plot_testbed(summary, title=caption)
+    paths_out = save_figure(fig, inputs.name, inputs.figures_dir) + save_table(summary, inputs.name, inputs.figures_dir)
+    return _result(inputs, fig, summary, caption, paths_out, runs=frame)
+
+
 #: How each figure stem becomes its outputs.
 BUILDERS: dict[str, Callable[[_Inputs], FigureResult]] = {
     "fig1_tvo_integrand": _fig1,
@@ -345,6 +357,7 @@ BUILDERS: dict[str, Callable[[_Inputs], FigureResult]] = {
     "table_permutation": _table_permutation,
     "fig10_bandit_protocol": _fig10,
     "fig11_bandit_budget": _fig11,
+    "fig12_bandit_testbed": _fig12,
 }
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "table_permutation",
     "fig10_bandit_protocol",
     "fig11_bandit_budget",
+    "fig12_bandit_testbed",
     "PROTOCOL_VARIANTS",
     "BUDGET_SERIES",
     "budget_series",
@@ -404,6 +405,13 @@ def planned_rounds(config: Any) -> tuple[int, int]:
 
 
 #: Every figure/table in notebook order, by stem.
+def fig12_bandit_testbed(profile: Profile | str) -> list[Any]:
+    """The bandit's test bed (not in the paper): no training run. Synthetic runs with known optima,
+    :func:`tvolib.paper.testbed.testbed_frame` at the profile's :class:`TestbedScale`."""
+    get_profile(profile)  # checks the name
+    return []
+
+
 FIGURES: dict[str, Callable[[Profile | str], list[Any]]] = {
     "fig1_tvo_integrand": fig1_tvo_integrand,
     "fig2_reward_surface": fig2_reward_surface,
@@ -418,6 +426,7 @@ FIGURES: dict[str, Callable[[Profile | str], list[Any]]] = {
     "table_permutation": table_permutation,
     "fig10_bandit_protocol": fig10_bandit_protocol,
     "fig11_bandit_budget": fig11_bandit_budget,
+    "fig12_bandit_testbed": fig12_bandit_testbed,
 }
 
 #: Former names still accepted by :func:`resolve_figure` (and so by ``python -m tvolib run``).

@@ -12,6 +12,7 @@ module            figures
                   :func:`plot_protocol_ablation`, :func:`plot_bandit_budget`)
 ``metrics``       Figs 4, 5, 7, 8 (:func:`plot_metric_vs_d`) and Fig 9 (:func:`plot_training_curves`)
 ``pcfg_kl``       Fig 6 (:func:`plot_pcfg`)
+``testbed``       Fig 12, the bandit's test bed (:func:`plot_testbed`)
 ``save``          :func:`save_figure` (PDF + PNG) and :func:`save_table` (CSV + Markdown)
 ================  ==========================================================================
 """
@@ -26,6 +27,7 @@ from tvolib.plotting.integrand import IntegrandPanel, plot_integrand
 from tvolib.plotting.metrics import plot_metric_vs_d, plot_training_curves
 from tvolib.plotting.pcfg_kl import plot_pcfg
 from tvolib.plotting.save import save_figure, save_table
+from tvolib.plotting.testbed import plot_testbed
 from tvolib.plotting.style import pcfg_palette, schedule_markers, schedule_palette, set_style
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "plot_pcfg",
     "plot_protocol_ablation",
     "plot_reward_surface",
+    "plot_testbed",
     "plot_training_curves",
     "save_figure",
     "save_table",
