@@ -44,7 +44,7 @@ def test_presets_name_every_item_and_overrides_are_checked():
 
 
 def test_code_defaults_and_the_paper_text_preset():
-    code, text = GPBanditSchedule(5), GPBanditSchedule(5, protocol="paper-text")
+    code, text = GPBanditSchedule(5, protocol="code"), GPBanditSchedule(5, protocol="paper-text")
     assert (code.n_init, code.max_observations, code.kappa, code.fit) == (15, 150, "log_n", "ml")
     assert (text.n_init, text.max_observations, text.kappa, text.fit) == (5, None, "theorem1", "map")
     assert code.evidence_spec.rule == "trapezoid" and text.evidence_spec.rule == "left"
@@ -280,7 +280,7 @@ def test_code_protocol_beats_random_arms_and_keeps_off_the_corners():
     """With the code's number of random rounds (3 d) and an interior optimum under a falling trend,
     the GP's later arms are better than random arms (which already lean log-like) on every seed,
     and few of its arms are degenerate."""
-    gp = [run_synthetic(GPBanditSchedule(3, seed=s, **FAST), s) for s in range(3)]
+    gp = [run_synthetic(GPBanditSchedule(3, seed=s, protocol="code", **FAST), s) for s in range(3)]
     rnd = [run_synthetic(RandomSchedule(3, seed=s), s) for s in range(3)]
     assert all(g[0] < r[0] for g, r in zip(gp, rnd)), (gp, rnd)
     assert np.mean([g[0] for g in gp]) < 0.75 * np.mean([r[0] for r in rnd]), (gp, rnd)
@@ -292,7 +292,7 @@ def test_code_protocol_follows_a_drifting_optimum():
     arms follow it better than random arms on every seed, and few of them are degenerate. The
     text-only protocol (with as many random rounds) does worse than random arms here."""
     late = torch.tensor([0.35, 0.75], dtype=torch.float64)
-    gp = [run_synthetic(GPBanditSchedule(3, seed=s, **FAST), s, drift=late) for s in range(3)]
+    gp = [run_synthetic(GPBanditSchedule(3, seed=s, protocol="code", **FAST), s, drift=late) for s in range(3)]
     rnd = [run_synthetic(RandomSchedule(3, seed=s), s, drift=late) for s in range(3)]
     text = [run_synthetic(GPBanditSchedule(3, seed=s, protocol="paper-text", n_init=6, **FAST), s, drift=late)
             for s in range(3)]
@@ -305,8 +305,8 @@ def test_code_protocol_follows_a_drifting_optimum():
 def test_corner_guards_and_robust_standardisation_keep_the_search_off_the_corners():
     """Rebound rewards (a jump every 7th round) pull an unguarded GP with globally standardised
     rewards onto degenerate corner schedules; the code's guards and standardisation keep it off."""
-    code = [run_synthetic(GPBanditSchedule(3, seed=s, **FAST), s, rebound=4.0) for s in range(3)]
-    bare = [run_synthetic(GPBanditSchedule(3, seed=s, corner_guards=False, standardize="global", **FAST), s,
+    code = [run_synthetic(GPBanditSchedule(3, seed=s, protocol="code", **FAST), s, rebound=4.0) for s in range(3)]
+    bare = [run_synthetic(GPBanditSchedule(3, seed=s, protocol="code", corner_guards=False, standardize="global", **FAST), s,
                           rebound=4.0) for s in range(3)]
     assert np.mean([c[1] for c in code]) < 0.4 < 0.6 < np.mean([b[1] for b in bare]), (code, bare)
     assert np.mean([c[0] for c in code]) < np.mean([b[0] for b in bare]), (code, bare)

@@ -291,8 +291,8 @@ def test_history_records_every_round_and_rebuilds_the_posterior() -> None:
     for r in gp_rows:
         assert 0 < r["omega"] < 1 and r["lengthscale"] > 0 and r["noise"] > 0 and r["kappa"] > 0
         # the rebuilt GP reproduces the acquisition value the bandit recorded at its choice
-        mean, std = reward_posterior(h, r["round"], torch.tensor([r["next_arm"]]))
-        ucb = (float(mean) - r["y_mean"]) / r["y_std"] + math.sqrt(r["kappa"]) * float(std) / r["y_std"]
+        mean, std = reward_posterior(h, r["round"], torch.tensor([r["next_arm"]]), component="arm")
+        ucb = float(mean) / r["y_std"] + math.sqrt(r["kappa"]) * float(std) / r["y_std"]
         assert ucb == pytest.approx(r["acq_value"], rel=1e-6, abs=1e-6)
     # a DataFrame of the rows works the same; random rounds have no posterior
     grid = torch.linspace(0.05, 0.95, 7)

@@ -95,7 +95,8 @@ def observations(
     )
 
 
-def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.ndarray | Sequence) -> tuple[Tensor, Tensor]:
+def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.ndarray | Sequence,
+                     component: str = "total") -> tuple[Tensor, Tensor]:
     """Posterior mean and std of the reward ``f`` at ``grid``, as the bandit saw it after ``round_index``.
 
     Rebuilds the GP from the recorded observations of rounds ``0..round_index`` and the
@@ -103,8 +104,12 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
     acquisition (the next round, ``t_pred``), i.e. the surface whose UCB chose the next arm.
     ``grid`` is ``(n, d - 1)`` arms in beta units (``(n,)`` allowed when ``d = 2``). Returns float64
     tensors ``(n,)`` in reward units (the standardisation is undone): the std is that of the latent
-    reward ``f``, without observation noise.
+    reward ``f``, without observation noise. ``component="arm"``: the arm effect alone, what the
+    acquisition ranked (without a trend term in the GP, the reward less the rewards' mean; with one,
+    also less the trend's prediction, the same for every arm).
     """
+    if component not in ("total", "arm"):
+        raise ValueError(f"component must be 'total' or 'arm'; got {component!r}")
     rows = parse_history(_rows(schedule_history), source="schedule_history", required=("round", "arm", "reward"))
     round_index = check_int("round_index (a recorded round)", round_index, 0)
     matches = [r for r in rows if int(r["round"]) == int(round_index)]
@@ -158,8 +163,9 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
                          f"[{lo}, {hi}]); got {g[outside][0].item()!r} in row {int(outside.any(dim=1).nonzero()[0])}")
     x = torch.cat([(g - lo) / (hi - lo), torch.ones(g.shape[0], 1, dtype=torch.float64)], dim=-1)
     with torch.no_grad():
-        mean, var = gp.mean_and_variance(x)
-    return mean * data.y_std + data.y_mean, var.sqrt() * data.y_std
+        mean, var = gp.mean_and_variance(x, component=component)
+    offset = data.y_mean if component == "total" else 0.0
+    return mean * data.y_std + offset, var.sqrt() * data.y_std
 
 
 def replay(schedule: Any, schedule_history: Any) -> list[list[float]]:

@@ -4,9 +4,9 @@ The paper's text specifies the GP and the acquisition (Section 4) but is silent 
 protocol around them. The authors' code, which produced the paper's numbers, guards the search in
 ways the text does not state; without them the GP-UCB search measurably collapses onto corner
 schedules (all interior points near the lower or the upper bound, a d-point schedule that acts
-like a 2-point one). Two presets:
+like a 2-point one). Three presets:
 
-* ``"code"`` (the default, what the paper's experiments ran): the log schedule during burn-in;
+* ``"code"`` (what the paper's experiments ran; the paper's figures name it): the log schedule during burn-in;
   random arms until ``3 d`` observations exist (``d`` = the number of partitions ``K``); arms in a
   box with lower bound 0.05 and staggered upper bounds ``0.95 k / (d - 1)`` for coordinate
   ``k = 1..d-1`` (0.7 for ``d = 2``), so random arms lean towards small betas like the log
@@ -17,8 +17,25 @@ like a 2-point one). Two presets:
   ``|z| > 3`` dropped and the rest standardised again; ``kappa = log(N + 2)``; hyperparameters by
   type-II maximum likelihood from 200 random starts then L-BFGS-B within the code's bounds
   (:data:`ML_BOUNDS`); the reward from the trapezoid evidence over 50 log-spaced points, as window
-  means (:mod:`tvolib.bandit.reward`).
-* ``"paper-text"`` (what the text alone specifies; the earlier behaviour of this package): a
+  means (:mod:`tvolib.bandit.reward`). The upper guard is the code's arm, every point on 0.95,
+  which the per-point scaling puts far outside the unit cube.
+* ``"tvolib"`` (the default of :class:`~tvolib.bandit.GPBanditSchedule`: the best on the bandit's
+  test bed, :mod:`tvolib.bandit.testbed`): the code's, with three departures, each chosen on the
+  test bed where the code's protocol puts 60-100% of its arms on corners and does worse than random
+  arms once the evidence has a falling trend (docs/paper-notes.md):
+
+  - ``trend=True``: the GP adds a trend shared by every arm, a smooth function of time, to the
+    arm effect (:class:`~tvolib.bandit.model.BanditGP`), and the acquisition ranks arms by the arm
+    effect alone. Rewards fall as training converges whatever the arm; a zero-mean GP of arm and
+    time cannot tell that fall from the arms, and an arm it has not seen keeps the mean of all
+    rewards, above the latest ones, so the search goes where it has not been: the corners.
+  - ``reward="rate"``: ``(L_end - L_start) / length``, the paper's reward per epoch of its window.
+    The windows grow (and early updates cut them short), so the code's difference of window means
+    grows with the windows' lengths as much as with the arm, and half of it comes from the previous
+    window's arm.
+  - ``ml_bounds="dimension"``: the length scale in ``[0.1, 1] sqrt(d - 1)`` (:func:`ml_bounds`)
+    rather than the code's ``[0.5, 1.58]`` at every d.
+* ``"paper-text"`` (what the text alone specifies; this package's behaviour before revision 3): a
   random arm during burn-in; ``max(3, d)`` random rounds; the box ``[0.05, 0.95]`` for every
   coordinate; no corner guards; clamp, sort and push points ``min_gap`` apart; all rewards
   standardised by their mean and standard deviation; Theorem 1's ``kappa``; MAP hyperparameters
@@ -161,7 +178,7 @@ def resolve_protocol(protocol: str, overrides: dict[str, Any]) -> dict[str, Any]
     """The preset ``protocol`` with the items in ``overrides`` that are not ``None`` replaced.
 
     Args:
-        protocol: ``"code"`` or ``"paper-text"``.
+        protocol: ``"code"``, ``"tvolib"`` or ``"paper-text"``.
         overrides: item -> value (``None`` keeps the preset's value).
 
     Returns:
@@ -185,7 +202,7 @@ def resolve_protocol(protocol: str, overrides: dict[str, Any]) -> dict[str, Any]
 
 
 def size_defaults(protocol: str, d: int) -> tuple[int, int | None]:
-    """The preset's ``(n_init, max_observations)`` for ``d`` left points: the code's ``(3 d, 30 d)``
+    """The preset's ``(n_init, max_observations)`` for ``d`` left points: the code's and tvolib's ``(3 d, 30 d)``
     (``3K`` random rounds, the last ``30K`` rewards), the text's ``(max(3, d), None)`` (all rewards).
 
     Example:

@@ -25,8 +25,10 @@ The GP round (Section 4, Algorithm 1). After round ``k``: standardise the last
 maximise GP-UCB (Eq. 17) at time ``k + 1`` (the round being chosen; the same time map is used for
 the training points) over the arm domain, and project (Section 4.2). The first rounds draw random
 arms (seeded) until ``n_init`` finite observations exist. Which of these choices apply is the
-*protocol* (:mod:`tvolib.bandit.protocol`): by default the authors' code's, which produced the
-paper's numbers; ``protocol="paper-text"`` is what the paper's text alone specifies.
+*protocol* (:mod:`tvolib.bandit.protocol`): by default this package's (``"tvolib"``), which does
+best on the bandit's test bed (:mod:`tvolib.bandit.testbed`); ``protocol="code"`` is the authors'
+code's, which produced the paper's numbers (the paper's figures name it), and
+``protocol="paper-text"`` what the paper's text alone specifies.
 """
 from __future__ import annotations
 
@@ -79,13 +81,14 @@ class GPBanditSchedule(BanditScheduleBase):
       (``gp_bandit_unsorted``, Appendix D.4): arms are recorded in the order the acquisition
       proposed them and the GP sees them unsorted (training still uses the sorted schedule).
     * ``time_varying=True``: time kernel with fitted omega; ``False`` fixes omega = 0.
-    * ``n_init``: random rounds until this many finite observations (code: ``3 d``; paper-text:
+    * ``n_init``: random rounds until this many finite observations (code, tvolib: ``3 d``; paper-text:
       ``max(3, d)``).
     * ``max_observations``: keep only the last so many observations (code: ``30 d``; paper-text: all);
       at least ``n_init`` (else the GP would never run).
-    * ``corner_guards``: two pseudo-observations at the all-lower and all-upper corners of the arm
-      domain with the worst standardised reward kept, at the latest observation's time; a random arm
-      replaces a proposal at the all-lower corner (code: on).
+    * ``corner_guards``: two pseudo-observations, at the all-lower arm and at the arm with every
+      point on the box's upper bound (:meth:`corner_arms`), with the worst standardised reward
+      kept, at the latest observation's time; a random arm replaces a proposal at the all-lower
+      corner (code, tvolib: on).
     * ``standardize``: ``"robust"`` (standardise, drop ``|z| > 3``, standardise again; code) or
       ``"global"`` (mean and standard deviation of all rewards).
     * ``kappa``: the GP-UCB exploration weight. ``"log_n"`` (code): ``log(N + 2)`` with ``N`` the
@@ -93,10 +96,15 @@ class GPBanditSchedule(BanditScheduleBase):
       ``kappa_delta, kappa_a, kappa_b`` (see :func:`~tvolib.bandit.acquisition.theorem1_kappa`),
       ``t`` = completed rounds, dimension ``d - 1``; large (sqrt(kappa) ~ 8 after 40 rounds at
       d = 3), i.e. very exploratory. A number: that constant.
-    * ``fit``: ``"ml"`` (code: type-II maximum likelihood, best of ``ml_starts`` random starts then
-      L-BFGS-B, within :data:`~tvolib.bandit.protocol.ML_BOUNDS`; ``ml_starts`` at most
+    * ``fit``: ``"ml"`` (code, tvolib: type-II maximum likelihood, best of ``ml_starts`` random starts
+      then L-BFGS-B, within the bounds ``ml_bounds`` names; ``ml_starts`` at most
       :data:`~tvolib.bandit.fit.MAX_ML_STARTS`) or ``"map"`` (weak priors,
       warm-started from the previous round, ``fit_maxiter`` iterations).
+    * ``ml_bounds``: ``"code"`` (:data:`~tvolib.bandit.protocol.ML_BOUNDS`) or ``"dimension"``
+      (tvolib: the length scale in ``[0.1, 1] sqrt(d - 1)``; :func:`~tvolib.bandit.protocol.ml_bounds`).
+    * ``trend``: ``True`` (tvolib) adds a trend shared by every arm to the GP, a smooth function of
+      time (:class:`~tvolib.bandit.model.BanditGP`); the acquisition then ranks arms by the arm
+      effect's posterior alone.
     * ``acq_maxiter``, ``raw_samples``, ``num_restarts``: acquisition budget (defaults grow with ``d``;
       at most :data:`~tvolib.bandit.acquisition.MAX_RAW_SAMPLES` and ``MAX_NUM_RESTARTS``, and no
       more restarts than raw samples).
@@ -120,7 +128,7 @@ class GPBanditSchedule(BanditScheduleBase):
         *,
         sort: bool = True,
         time_varying: bool = True,
-        protocol: str = "code",
+        protocol: str = "tvolib",
         n_init: int | None = None,
         max_observations: int | None = None,
         corner_guards: bool | None = None,

@@ -23,6 +23,7 @@ import pandas as pd
 from tvolib.paper.names import TRAINING_PHASES, GP_VARIANT_LABELS, ordered, schedule_label
 
 __all__ = [
+    "with_series",
     "as_float_list",
     "interior",
     "mean_sem",
@@ -88,6 +89,34 @@ def _sorted_by_schedule(out: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     rank = {n: i for i, n in enumerate(ordered(out["schedule"]))}
     out = out.assign(_rank=out["schedule"].map(rank))
     return out.sort_values([k for k in keys if k != "schedule"] + ["_rank"]).drop(columns="_rank")
+
+
+def with_series(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each GP-bandit run of a :data:`~tvolib.paper.sweeps.PROTOCOL_SERIES` (another
+    protocol than the code's) named by its series in the ``schedule`` column (``gp_bandit`` under
+    ``protocol="tvolib"`` becomes ``gp_bandit_tvolib``), so that summaries keep the series apart.
+
+    Example:
+        >>> frame = pd.DataFrame({"schedule": ["gp_bandit", "gp_bandit", "log"],
+        ...                       "schedule_options": [(("protocol", "tvolib"),), (("protocol", "code"),), ()]})
+        >>> with_series(frame)["schedule"].tolist()
+        ['gp_bandit_tvolib', 'gp_bandit', 'log']
+    """
+    from tvolib.paper.sweeps import PROTOCOL_SERIES  # sweeps import the run configs: only when needed
+
+    if frame.empty or "schedule_options" not in frame.columns:
+        return frame
+    out = frame.copy()
+
+    def series(row: pd.Series) -> str:
+        options = dict(row["schedule_options"] or ())
+        for name, chosen in PROTOCOL_SERIES.items():
+            if row["schedule"] == "gp_bandit" and all(options.get(k) == v for k, v in chosen.items()):
+                return name
+        return row["schedule"]
+
+    out["schedule"] = out.apply(series, axis=1)
+    return out
 
 
 def summarise_by_schedule(

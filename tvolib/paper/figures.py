@@ -179,8 +179,8 @@ def _fig3(inputs: _Inputs) -> FigureResult:
 
 
 def _metric_vs_d(inputs: _Inputs, schedules: list[str] | None = None) -> FigureResult:
-    """Figs 4, 5, 7 and 8: test log p(x) and KL versus d per schedule."""
-    summary = analysis.summarise_by_schedule(inputs.frame)
+    """Figs 4, 5, 7 and 8: test log p(x) and KL versus d per schedule (and protocol series)."""
+    summary = analysis.summarise_by_schedule(analysis.with_series(inputs.frame))
     labels = results.dataset_labels(inputs.frame, inputs.data_root)
     caption = captions.scale_caption(inputs.profile)
     fig = plot_metric_vs_d(summary, schedules=schedules, dataset_labels=labels, title=caption)
@@ -189,7 +189,7 @@ def _metric_vs_d(inputs: _Inputs, schedules: list[str] | None = None) -> FigureR
 
 def _fig8(inputs: _Inputs) -> FigureResult:
     """Fig 8: GP-bandit versus random schedules (the random ones drawn first, as the paper)."""
-    return _metric_vs_d(inputs, schedules=["random", "gp_bandit"])
+    return _metric_vs_d(inputs, schedules=["random", "gp_bandit", "gp_bandit_tvolib"])
 
 
 def pcfg_reference_levels(config: Any) -> list[tuple[str, float]]:

@@ -47,6 +47,7 @@ __all__ = [
     "fig11_bandit_budget",
     "fig12_bandit_testbed",
     "PROTOCOL_VARIANTS",
+    "PROTOCOL_SERIES",
     "BUDGET_SERIES",
     "budget_series",
     "budget_bandits",
@@ -98,7 +99,9 @@ def tvo_config(
         log_beta1: beta_1 of the log schedule (the paper's 0.025 unless grid-searched).
         eval_every: overrides the profile's evaluation cadence.
         bandit_options: schedule options of a windowed schedule, over the profile's (window,
-            burn-in, random rounds): a protocol variant, another window.
+            burn-in, random rounds): a protocol variant, another window. The GP bandits run the
+            authors' code's protocol (``protocol="code"``, what the paper ran) unless these name
+            another: the schedule's own default is this package's protocol.
 
     Returns:
         The validated config.
@@ -116,6 +119,7 @@ def tvo_config(
             options["burn_in"] = p.bandit_burn_in
         if p.bandit_n_init is not None and schedule in GP_SCHEDULES:
             options["n_init"] = p.bandit_n_init
+        options["protocol"] = "code"
         options.update(bandit_options or {})
     elif bandit_options:
         raise ValueError(f"bandit_options apply to the schedules {WINDOWED_SCHEDULES}; got schedule {schedule!r}")
@@ -144,10 +148,23 @@ def _model_for(dataset: str) -> str:
     return "vae" if dataset in VAE_DATASETS else "sbn"
 
 
+#: Series that are the GP bandit under another protocol than the code's: series name -> GP-bandit
+#: options. A sweep lists them among its schedules; their runs are ``gp_bandit`` runs with these
+#: options, and :func:`tvolib.paper.analysis.with_series` names them back in a run frame.
+PROTOCOL_SERIES: dict[str, dict[str, Any]] = {"gp_bandit_tvolib": {"protocol": "tvolib"}}
+
+
+def _series_config(p: Profile, series: str, **fields: Any) -> RunConfig:
+    """``tvo_config`` of a schedule or of a :data:`PROTOCOL_SERIES` (a ``gp_bandit`` run with its options)."""
+    if series in PROTOCOL_SERIES:
+        return tvo_config(p, schedule="gp_bandit", bandit_options=PROTOCOL_SERIES[series], **fields)
+    return tvo_config(p, schedule=series, **fields)
+
+
 def _grid(p: Profile, datasets: tuple[str, ...], schedules: tuple[str, ...], *, S_values: tuple[int, ...] | None = None,
           d_values: tuple[int, ...] | None = None, seeds: tuple[int, ...] | None = None) -> list[Any]:
     return [
-        tvo_config(p, model=_model_for(ds), dataset=ds, schedule=sch, d=d, S=S, seed=seed)
+        _series_config(p, sch, model=_model_for(ds), dataset=ds, d=d, S=S, seed=seed)
         for ds in datasets
         for S in (S_values or p.S_values)
         for d in (d_values or p.d_values)
@@ -185,8 +202,9 @@ def fig3_beta_over_time(profile: Profile | str) -> list[Any]:
 
 
 def fig4_vae_mnist_fashion(profile: Profile | str) -> list[Any]:
-    """Fig 4: VAE on MNIST and Fashion-MNIST; every S, d, compared schedule and seed of the profile."""
-    return _grid(get_profile(profile), VAE_DATASETS, COMPARED_SCHEDULES)
+    """Fig 4: VAE on MNIST and Fashion-MNIST; every S, d, compared schedule and seed of the profile,
+    and the GP bandit under this package's protocol (:data:`PROTOCOL_SERIES`) beside the code's."""
+    return _grid(get_profile(profile), VAE_DATASETS, COMPARED_SCHEDULES + tuple(PROTOCOL_SERIES))
 
 
 def fig5_sbn_binarized_mnist(profile: Profile | str) -> list[Any]:
@@ -255,7 +273,7 @@ def fig8_random_ablation(profile: Profile | str) -> list[Any]:
     """Fig 8 (Appendix D.4): GP-bandit (Fig 4's runs) versus uniformly random schedules, MNIST and
     Fashion-MNIST, every d and seed, at the first S of the profile (S = 10)."""
     p = get_profile(profile)
-    return _grid(p, VAE_DATASETS, ("gp_bandit", "random"), S_values=p.S_values[:1])
+    return _grid(p, VAE_DATASETS, ("gp_bandit", *PROTOCOL_SERIES, "random"), S_values=p.S_values[:1])
 
 
 def table_permutation(profile: Profile | str) -> list[Any]:
@@ -276,10 +294,12 @@ def fig9_training_curves(profile: Profile | str) -> list[Any]:
 
 
 #: The bandit-protocol ablation's variants: label -> GP-bandit options over the profile's. "code"
-#: is the default protocol (Fig 4's runs); "paper-text" the preset of the text alone (with its own
-#: number of random rounds, max(3, d)); the others change one item of the code's protocol.
+#: is the authors' code's protocol (Fig 4's runs); "tvolib" this package's (the schedule's default,
+#: with the profile's random rounds like the code's); "paper-text" the preset of the text alone (with
+#: its own number of random rounds, max(3, d)); the others change one item of the code's protocol.
 PROTOCOL_VARIANTS: dict[str, dict[str, Any]] = {
     "code": {},
+    "tvolib": {"protocol": "tvolib"},
     "paper-text": {"protocol": "paper-text", "n_init": None},
     "kappa: Theorem 1": {"kappa": "theorem1"},
     "domain: box": {"arm_domain": "box"},
@@ -334,7 +354,7 @@ BUDGET_SERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "moments": ("moments", {}),
     "random": ("random", {}),
     "gp_bandit": ("gp_bandit", {}),
-    # ---- more bandit series here, one line each ----
+    "gp_bandit_tvolib": ("gp_bandit", {"protocol": "tvolib"}),
 }
 
 
@@ -358,7 +378,7 @@ def fig11_bandit_budget(profile: Profile | str) -> list[Any]:
             if schedule in WINDOWED_SCHEDULES:
                 chosen = {k: v for k, v in windows.items()
                           if v is not None and (k != "n_init" or schedule in GP_SCHEDULES)}
-                changes["schedule_options"] = {**chosen, **extra}
+                changes["schedule_options"] = {**chosen, "protocol": "code", **extra}  # what the paper ran
             configs.append(config.replace(**changes).validate())
     return configs
 

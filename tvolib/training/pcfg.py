@@ -185,10 +185,12 @@ class PCFGConfig(ExperimentConfig):
 
 
 def build_pcfg_schedule(config: PCFGConfig, device: torch.device | str | None = None) -> Schedule:
-    """``log_uniform(d, log_beta1)`` or the GP bandit (its defaults, seeded with ``config.seed``, GP on
-    ``device``); baselines get the fixed ELBO point ``[0]`` (unused by their losses)."""
+    """``log_uniform(d, log_beta1)`` or the GP bandit (seeded with ``config.seed``, GP on ``device``)
+    under the authors' code's protocol, what the paper's PCFG experiment ran (a ``PCFGConfig`` has no
+    schedule options); baselines get the fixed ELBO point ``[0]`` (unused by their losses)."""
+    options = {"protocol": "code"} if config.schedule in BANDIT_SCHEDULES else None
     return make_schedule(config.schedule, config.d, beta_1=config.log_beta1, seed=config.seed, device=device,
-                         uses_schedule=config.uses_schedule)
+                         uses_schedule=config.uses_schedule, options=options)
 
 
 # --------------------------------------------------------------------------------------------
