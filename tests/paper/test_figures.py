@@ -113,15 +113,17 @@ def test_fig3_summarises_each_seed_and_reports_the_degenerate_share(cached):
     result = cached("fig3_beta_over_time")
     table = result.table
     epochs = result.frame["epochs"].iloc[0]
-    # smoke: one seed; the profile's run, then the bandit budget's (Fig 11's GP-bandit run)
-    assert list(table["budget"]) == [f"{epochs} epochs", f"{epochs} epochs (bandit budget)"]
-    assert list(table["seed"]) == [0, 0] and (table["rounds"] == epochs).all()
+    # smoke: one seed; the profile's run, then the bandit budget's (Fig 11's GP-bandit runs: the code's
+    # protocol, then this package's)
+    assert list(table["budget"]) == [f"{epochs} epochs", f"{epochs} epochs (bandit budget)",
+                                     f"{epochs} epochs (bandit budget): GP-bandit (tvolib)"]
+    assert list(table["seed"]) == [0, 0, 0] and (table["rounds"] == epochs).all()
     # GP rounds 2..epochs-1 choose alternately a spread and a degenerate arm
     gp = epochs - 2
     assert (table["gp_rounds"] == gp).all()
-    assert table["degenerate_share"].tolist() == pytest.approx([(gp // 2) / gp] * 2)
+    assert table["degenerate_share"].tolist() == pytest.approx([(gp // 2) / gp] * 3)
     assert f"(bandit budget): {gp} of {epochs} rounds' arms chosen by the GP, {(gp // 2) / gp:.0%}" in result.caption
-    assert table["test_log_px"].tolist() == pytest.approx([-100.0 + epochs / 10] * 2)
+    assert table["test_log_px"].tolist() == pytest.approx([-100.0 + epochs / 10] * 3)
     assert [ax.get_title() for ax in result.figure.axes if ax.get_title()] == list(table["budget"])
 
 
@@ -133,8 +135,9 @@ def test_fig10_lists_every_protocol_variant_beside_the_schedules(cached):
     fixed, bandit = short.iloc[:4], short.iloc[4:]
     assert (fixed["gp_rounds"] == 0).all() and fixed["degenerate_share"].isna().all()
     assert (bandit["gp_rounds"] > 0).all() and bandit["degenerate_share"].between(0.3, 0.7).all()
-    # the second row: Fig 11's runs, the code's protocol named as in the first
-    assert long["budget"].iloc[0].endswith("(bandit budget)") and list(long["method"]) == fixed_names + ["code"]
+    # the second row: Fig 11's runs, the code's and this package's protocols named as in the first
+    assert long["budget"].iloc[0].endswith("(bandit budget)")
+    assert list(long["method"]) == fixed_names + ["code", "tvolib"]
     assert long["log_px"].iloc[0] == pytest.approx(-100.0 - 1.0 + 6 / 10)
 
 
@@ -148,10 +151,10 @@ def test_fig11_draws_the_budgets_curves_arms_and_degenerate_thirds(cached):
     assert table.loc["gp_bandit", "gp_rounds"] == 4 and table.loc["log", "gp_rounds"] == 0
     assert [table.loc["gp_bandit", f"degenerate_share_{p}"] for p in ("middle", "late")] == [0.5, 0.5]
     assert np.isnan(table.loc["gp_bandit", "degenerate_share_early"])
-    curves, arms, shares = result.figure.axes
+    curves, *arms, shares = result.figure.axes
     assert len(curves.lines) == len(sweeps.BUDGET_SERIES)
     assert np.allclose(curves.lines[0].get_xdata(), range(7))  # evaluated every epoch at smoke
-    assert arms.get_title() == "GP-bandit: arms, every seed"
+    assert [ax.get_title() for ax in arms] == ["GP-bandit: arms, every seed", "GP-bandit (tvolib): arms, every seed"]
     assert "at least 3 rounds per run train an arm chosen by the GP" in result.caption
     assert [p.name for p in result.paths] == [f"fig11_bandit_budget.{e}" for e in ("pdf", "png", "csv", "md")]
 
@@ -160,15 +163,18 @@ def test_one_more_bandit_series_reaches_figs_3_10_and_11(cached, monkeypatch):
     """A series added to BUDGET_SERIES (here the box domain) is drawn by Fig 11 (its own arms panel),
     gets its own column in Fig 3 and its own line in Fig 10's second row."""
     name = "GP-bandit (box domain)"
-    monkeypatch.setattr(sweeps, "BUDGET_SERIES", {**sweeps.BUDGET_SERIES, name: ("gp_bandit", {"arm_domain": "box"})})
+    box = ("gp_bandit", {"protocol": "code", "arm_domain": "box"})
+    monkeypatch.setattr(sweeps, "BUDGET_SERIES", {**sweeps.BUDGET_SERIES, name: box})
     fig11 = cached("fig11_bandit_budget")
     assert list(fig11.table["method"]) == list(sweeps.BUDGET_SERIES)
-    assert [ax.get_title() for ax in fig11.figure.axes[1:3]] == ["GP-bandit: arms, every seed",
-                                                                 f"{name}: arms, every seed"]
+    assert [ax.get_title() for ax in fig11.figure.axes[1:4]] == [
+        "GP-bandit: arms, every seed", "GP-bandit (tvolib): arms, every seed", f"{name}: arms, every seed"]
     fig3 = cached("fig3_beta_over_time")
-    assert list(fig3.table["budget"]) == ["6 epochs", "6 epochs (bandit budget)", f"6 epochs (bandit budget): {name}"]
+    assert list(fig3.table["budget"]) == ["6 epochs", "6 epochs (bandit budget)",
+                                          "6 epochs (bandit budget): GP-bandit (tvolib)",
+                                          f"6 epochs (bandit budget): {name}"]
     long = cached("fig10_bandit_protocol").table.query("budget == '6 epochs (bandit budget)'")
-    assert list(long["method"])[-2:] == ["code", name]
+    assert list(long["method"])[-3:] == ["code", "tvolib", name]
 
 
 def test_fig11_says_it_was_not_run_where_the_profile_has_no_budget(tmp_path):

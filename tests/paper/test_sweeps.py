@@ -36,13 +36,13 @@ def test_fixed_schedule_digests_are_unchanged(name, expected):
     assert digest_hash(fixed) == expected
 
 
-@pytest.mark.parametrize("name, expected", [("smoke", "e3cf0e8255800ef8"), ("quick", "82e083bd6174d0fd"),
-                                            ("paper", "fe5ace98c1670627")])
+@pytest.mark.parametrize("name, expected", [("smoke", "7095c8c8f9049128"), ("quick", "f026e0a0db43098d"),
+                                            ("paper", "129096a29c649935")])
 def test_every_config_digest_is_pinned(name, expected):
-    """Every config's digest, bandit runs included (their cache keys carry the bandit's revision).
-    The smoke and paper values are also those before the PCFG's new options (left out of the digest
-    at their defaults); the quick PCFG sweep has its own, larger scale. Quick's value includes the
-    bandit budget's runs (Fig 11); the other configs are those before it (5f2eab4428039a4f)."""
+    """Every config's digest, bandit runs included (their cache keys carry the bandit's revision, 5
+    here, and name the code's protocol, no longer the schedule's default; the GP bandit under this
+    package's protocol is a series of Figs 4, 8, 10 and 11). Quick's value includes the bandit
+    budget's runs (Fig 11)."""
     assert digest_hash(sweeps.all_configs(name)) == expected
 
 
@@ -79,7 +79,8 @@ def test_permutation_budgets_are_evaluated_epochs(name):
 def test_sweep_grids_follow_the_profile():
     p = PROFILES["quick"]
     fig4 = sweeps.fig4_vae_mnist_fashion(p)
-    assert len(fig4) == len(sweeps.VAE_DATASETS) * len(p.S_values) * len(p.d_values) * 4 * len(p.seeds)
+    series = len(sweeps.COMPARED_SCHEDULES) + len(sweeps.PROTOCOL_SERIES)  # the GP bandit under two protocols
+    assert len(fig4) == len(sweeps.VAE_DATASETS) * len(p.S_values) * len(p.d_values) * series * len(p.seeds)
     assert {(c.model, c.dataset) for c in fig4} == {("vae", "mnist"), ("vae", "fashion_mnist")}
     assert {(c.model, c.dataset) for c in sweeps.fig5_sbn_binarized_mnist(p)} == {("sbn", "binarized_mnist")}
     assert {(c.model, c.dataset) for c in sweeps.fig7_sbn_omniglot(p)} == {("sbn", "omniglot")}
@@ -87,10 +88,12 @@ def test_sweep_grids_follow_the_profile():
                == (p.n_train, p.n_test, p.epochs, p.batch_size, p.eval_S, p.eval_every) for c in fig4)
     for c in fig4:  # window and burn-in go to the windowed schedules only; log uses beta_1 = 0.025
         expected = {"window": p.bandit_window, "burn_in": p.bandit_burn_in, "n_init": p.bandit_n_init}
-        assert dict(c.schedule_options) == (expected if c.schedule == "gp_bandit" else {})
+        # the GP bandit under the code's protocol (named) and under this package's (the default)
+        protocols = ({**expected, "protocol": "code"}, {**expected, "protocol": "tvolib"})
+        assert (sweeps.bandit_options(c) in protocols) if c.schedule == "gp_bandit" else not c.schedule_options
         assert c.log_beta1 == 0.025
-    assert all(dict(c.schedule_options) == ({"burn_in": 20} if c.schedule == "gp_bandit" else {})
-               for c in sweeps.fig4_vae_mnist_fashion("paper"))
+    assert all(sweeps.bandit_options(c) in ({"burn_in": 20, "protocol": "code"}, {"burn_in": 20, "protocol": "tvolib"})
+               if c.schedule == "gp_bandit" else not c.schedule_options for c in sweeps.fig4_vae_mnist_fashion("paper"))
     wall = sweeps.table_wallclock(p)
     assert isinstance(wall, list) and len(wall) == len(wall.bandit) + len(wall.grid) == 3 + 9
     assert sorted({c.log_beta1 for c in wall.grid}) == pytest.approx([0.01, 0.455, 0.9])
@@ -101,7 +104,7 @@ def test_paper_scale_runs():
     wall = sweeps.table_wallclock(p)
     assert len(wall.bandit) == 5 and len(wall.grid) == 100 and {c.epochs for c in wall} == {5000}
     assert {c.dataset for c in wall} == {"omniglot"} and {c.model for c in wall} == {"vae"} and {c.S for c in wall} == {10}
-    assert len(sweeps.fig4_vae_mnist_fashion(p)) == 2 * 2 * 4 * 4 * 5
+    assert len(sweeps.fig4_vae_mnist_fashion(p)) == 2 * 2 * 4 * 5 * 5
 
 
 @pytest.mark.parametrize("name, runs", [("smoke", 5 * 1 * 1), ("quick", 5 * 4 * 2), ("paper", 5 * 4 * 20)])
@@ -133,17 +136,19 @@ def test_resolve_figure_stems_aliases_and_prefixes():
     with pytest.raises(ValueError, match="ambiguous: table_wallclock, table_permutation"):
         sweeps.resolve_figure("table")
     assert sweeps.resolve_figure("fig10") == "fig10_bandit_protocol"
-    with pytest.raises(ValueError, match="unknown figure 'fig12'"):
-        sweeps.resolve_figure("fig12")
+    assert sweeps.resolve_figure("fig12") == "fig12_bandit_testbed"
+    with pytest.raises(ValueError, match="unknown figure 'fig13'"):
+        sweeps.resolve_figure("fig13")
     everything = sweeps.figure_configs("all", "smoke")
     assert len(everything) == len(digests(everything))
     assert digests(everything) == set().union(*(digests(fn("smoke")) for fn in sweeps.FIGURES.values()))
 
 
-@pytest.mark.parametrize("name, minutes, budget", [("smoke", 2.0, True), ("quick", 45.0, False)])
+@pytest.mark.parametrize("name, minutes, budget", [("smoke", 2.0, True), ("quick", 50.0, False)])
 def test_profile_fits_its_budget_under_the_cost_model(name, minutes, budget):
     """The whole figure set (every distinct run; at quick without the bandit budget's runs, which
-    have their own hour) on 2 workers, by the runner's cost model."""
+    have their own hour) on 2 workers, by the runner's cost model (quick: 47 min with the GP bandit
+    under this package's protocol in Figs 4, 8 and 10)."""
     skipped = set() if budget else digests(sweeps.fig11_bandit_budget(name))
     configs = [c for c in sweeps.all_configs(name) if (c.kind, c.digest()) not in skipped]
     wall = estimate_wall_seconds([estimate_seconds(c) for c in configs], workers=2)
@@ -175,11 +180,13 @@ def test_quick_bandit_budget_gives_every_bandit_run_40_gp_rounds():
     assert all((c.epochs, c.n_train, c.n_test, c.batch_size, c.eval_every, c.eval_S)
                == (b.epochs, b.n_train, b.n_test, b.batch_size, b.eval_every, p.eval_S) for c in configs)
     bandits = [c for c in configs if c.schedule in sweeps.GP_SCHEDULES]
-    assert bandits and all(dict(c.schedule_options) == {"window": 6, "burn_in": 20} for c in bandits)
+    assert bandits and all(sweeps.bandit_options(c) in ({"window": 6, "burn_in": 20, "protocol": "code"},
+                                                        {"window": 6, "burn_in": 20, "protocol": "tvolib"})
+                           for c in bandits)
     assert all(sweeps.planned_rounds(c) == (55, 40) for c in bandits)
     assert all(sweeps.planned_rounds(c.replace(epochs=474))[1] == 39 for c in bandits)
     random = [c for c in configs if c.schedule == "random"]
-    assert random and all(dict(c.schedule_options) == {"window": 6, "burn_in": 20} for c in random)
+    assert random and all(dict(c.schedule_options) == {"window": 6, "burn_in": 20, "protocol": "code"} for c in random)
 
 
 def test_planned_rounds_follow_the_window_rule():
@@ -194,12 +201,13 @@ def test_planned_rounds_follow_the_window_rule():
 def test_one_more_bandit_series_is_one_more_entry(monkeypatch):
     """Adding a series to BUDGET_SERIES adds its three runs to Fig 11 (and Figs 3 and 10), named back
     by budget_series; a run of no series is refused by name."""
-    series = {**sweeps.BUDGET_SERIES, "GP-bandit (box domain)": ("gp_bandit", {"arm_domain": "box"})}
+    series = {**sweeps.BUDGET_SERIES, "GP-bandit (box domain)": ("gp_bandit", {"protocol": "code", "arm_domain": "box"})}
     monkeypatch.setattr(sweeps, "BUDGET_SERIES", series)
     configs = sweeps.fig11_bandit_budget("quick")
-    assert len(configs) == 18 and [sweeps.budget_series(c) for c in configs].count("GP-bandit (box domain)") == 3
+    assert len(configs) == 21 and [sweeps.budget_series(c) for c in configs].count("GP-bandit (box domain)") == 3
     assert [sweeps.budget_series(c) for c in configs].count("gp_bandit") == 3
-    assert len(sweeps.budget_bandits("quick")) == 6
+    assert [sweeps.budget_series(c) for c in configs].count("gp_bandit_tvolib") == 3
+    assert len(sweeps.budget_bandits("quick")) == 9
     assert digests(configs) <= digests(sweeps.fig10_bandit_protocol("quick"))
     with pytest.raises(ValueError, match="no bandit-budget series trains schedule 'gp_bandit_unsorted'"):
         sweeps.budget_series(configs[-1].replace(schedule="gp_bandit_unsorted"))

@@ -17,7 +17,7 @@ from ..checks import check_finite_float, check_int
 from ..schedules import Schedule
 from ..tvo import log_uniform
 from .acquisition import project_arm
-from .protocol import ROUND_DECIMALS, arm_degeneracy, resolve_protocol, staggered_upper
+from .protocol import DEFAULT_PROTOCOL, ROUND_DECIMALS, arm_degeneracy, resolve_protocol, staggered_upper
 from .state import MAX_ABS_EVIDENCE, MAX_ABS_REWARD, STATE_VERSION, check_state_dict
 from .reward import early_update, evidence_spec_for, window_reward
 
@@ -78,7 +78,7 @@ class BanditScheduleBase(Schedule):
         self,
         d: int,
         *,
-        protocol: str = "tvolib",
+        protocol: str = DEFAULT_PROTOCOL,
         burn_in_schedule: str | None = None,
         arm_domain: str | None = None,
         projection: str | None = None,

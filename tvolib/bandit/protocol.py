@@ -61,6 +61,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "DEFAULT_PROTOCOL",
     "ML_BOUNDS",
     "PROTOCOLS",
     "ROUND_DECIMALS",
@@ -74,6 +75,8 @@ __all__ = [
     "staggered_upper",
 ]
 
+#: The preset a bandit schedule follows when none is named (the best on the test bed).
+DEFAULT_PROTOCOL = "tvolib"
 #: Decimals kept by the ``"round"`` projection (the authors' code rounds proposals to 4).
 ROUND_DECIMALS = 4
 #: Upper bound of the single interior point when ``d = 2`` in the authors' code (staggered domain).

@@ -45,7 +45,7 @@ from .base import BanditScheduleBase
 from .fit import MAX_ML_STARTS, fit_map, fit_ml
 from .model import BanditGP, Hyperparameters, training_data
 from .posterior import observations
-from .protocol import coordinate_scale, ml_bounds, resolve_protocol, size_defaults
+from .protocol import DEFAULT_PROTOCOL, coordinate_scale, ml_bounds, resolve_protocol, size_defaults
 from .reward import evidence_spec_for
 
 __all__ = ["BanditScheduleBase", "GPBanditSchedule", "RandomSchedule", "evidence_spec_for"]
@@ -128,7 +128,7 @@ class GPBanditSchedule(BanditScheduleBase):
         *,
         sort: bool = True,
         time_varying: bool = True,
-        protocol: str = "tvolib",
+        protocol: str = DEFAULT_PROTOCOL,
         n_init: int | None = None,
         max_observations: int | None = None,
         corner_guards: bool | None = None,

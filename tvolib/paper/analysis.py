@@ -98,18 +98,19 @@ def with_series(frame: pd.DataFrame) -> pd.DataFrame:
 
     Example:
         >>> frame = pd.DataFrame({"schedule": ["gp_bandit", "gp_bandit", "log"],
-        ...                       "schedule_options": [(("protocol", "tvolib"),), (("protocol", "code"),), ()]})
-        >>> with_series(frame)["schedule"].tolist()
+        ...                       "schedule_options": [(), (("protocol", "code"),), ()]})
+        >>> with_series(frame)["schedule"].tolist()      # no protocol named: the default, tvolib
         ['gp_bandit_tvolib', 'gp_bandit', 'log']
     """
-    from tvolib.paper.sweeps import PROTOCOL_SERIES  # sweeps import the run configs: only when needed
+    from tvolib.bandit.protocol import DEFAULT_PROTOCOL  # torch: only when a frame is summarised
+    from tvolib.paper.sweeps import PROTOCOL_SERIES
 
     if frame.empty or "schedule_options" not in frame.columns:
         return frame
     out = frame.copy()
 
     def series(row: pd.Series) -> str:
-        options = dict(row["schedule_options"] or ())
+        options = {"protocol": DEFAULT_PROTOCOL, **dict(row["schedule_options"] or ())}  # absent: the default
         for name, chosen in PROTOCOL_SERIES.items():
             if row["schedule"] == "gp_bandit" and all(options.get(k) == v for k, v in chosen.items()):
                 return name

@@ -27,6 +27,7 @@ from tvolib.paper.profiles import Profile, get_profile
 from tvolib.paper.sweeps import (
     FIGURES,
     GP_SCHEDULES,
+    PROTOCOL_SERIES,
     PROTOCOL_VARIANTS,
     budget_series,
     fig11_bandit_budget,
@@ -151,7 +152,8 @@ def _fig3(inputs: _Inputs) -> FigureResult:
     for budget, (long, configs) in _budgets(inputs).items():
         for config in configs:
             series = budget_series(config) if long else "gp_bandit"
-            columns.setdefault(budget if series == "gp_bandit" else f"{budget}: {series}", []).append(config)
+            columns.setdefault(budget if series == "gp_bandit" else f"{budget}: {schedule_label(series)}",
+                               []).append(config)
     points, tables = [], []
     for budget, configs in columns.items():
         rounds = results.collect_schedule_histories(configs, inputs.results_root)
@@ -266,9 +268,9 @@ def _run_rows(configs: list[Any], method: Callable[[Any], str],
 
 def _ablation_method(config: Any, long: bool) -> str:
     """Fig 10's name for a run: its protocol variant or schedule; a bandit budget run its series
-    (the code's protocol named as in the profile's rows)."""
+    (the code's and this package's protocols named as in the profile's rows)."""
     series = budget_series(config) if long else "gp_bandit"
-    return protocol_method(config) if series == "gp_bandit" else series
+    return protocol_method(config) if series in ("gp_bandit", *PROTOCOL_SERIES) else series
 
 
 def _fig10(inputs: _Inputs) -> FigureResult:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from tvolib.bandit.protocol import DEFAULT_PROTOCOL
 from tvolib.paper.profiles import Profile, get_profile
 from tvolib.training import PCFGConfig, RunConfig
 from tvolib.training.schedule import make_schedule
@@ -49,6 +50,7 @@ __all__ = [
     "PROTOCOL_VARIANTS",
     "PROTOCOL_SERIES",
     "BUDGET_SERIES",
+    "bandit_options",
     "budget_series",
     "budget_bandits",
     "planned_rounds",
@@ -152,6 +154,27 @@ def _model_for(dataset: str) -> str:
 #: options. A sweep lists them among its schedules; their runs are ``gp_bandit`` runs with these
 #: options, and :func:`tvolib.paper.analysis.with_series` names them back in a run frame.
 PROTOCOL_SERIES: dict[str, dict[str, Any]] = {"gp_bandit_tvolib": {"protocol": "tvolib"}}
+
+
+def bandit_options(config: Any) -> dict[str, Any]:
+    """A run's schedule options, with the protocol a bandit schedule follows when they name none
+    (:data:`~tvolib.bandit.protocol.DEFAULT_PROTOCOL`: a config that names the default has it
+    dropped from its options, so that one run has one digest).
+
+    Example:
+        >>> bandit_options(tvo_config("smoke", model="vae", dataset="mnist", schedule="gp_bandit", d=5, S=5,
+        ...                           seed=0, bandit_options={"protocol": "tvolib"}))["protocol"]
+        'tvolib'
+    """
+    options = dict(config.schedule_options)
+    if config.schedule in WINDOWED_SCHEDULES:
+        options.setdefault("protocol", DEFAULT_PROTOCOL)
+    return options
+
+
+def _matches(config: Any, schedule: str, wanted: dict[str, Any]) -> bool:
+    options = bandit_options(config)
+    return config.schedule == schedule and all(options.get(k) == v for k, v in wanted.items())
 
 
 def _series_config(p: Profile, series: str, **fields: Any) -> RunConfig:
@@ -334,10 +357,9 @@ def protocol_method(config: Any) -> str:
     (:data:`PROTOCOL_VARIANTS`, matched by its schedule options)."""
     if config.schedule != "gp_bandit":
         return config.schedule
-    options = dict(config.schedule_options)
     for label, variant in PROTOCOL_VARIANTS.items():
         chosen = {k: v for k, v in variant.items() if v is not None}
-        if chosen and all(options.get(k) == v for k, v in chosen.items()):
+        if chosen and _matches(config, "gp_bandit", chosen):
             return label
     return "code"
 
@@ -353,7 +375,7 @@ BUDGET_SERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "linear": ("linear", {}),
     "moments": ("moments", {}),
     "random": ("random", {}),
-    "gp_bandit": ("gp_bandit", {}),
+    "gp_bandit": ("gp_bandit", {"protocol": "code"}),
     "gp_bandit_tvolib": ("gp_bandit", {"protocol": "tvolib"}),
 }
 
@@ -390,9 +412,9 @@ def budget_series(config: Any) -> str:
     Raises:
         ValueError: no series has this schedule and options.
     """
-    options = dict(config.schedule_options)
+    options = bandit_options(config)
     matches = [(len(extra), name) for name, (schedule, extra) in BUDGET_SERIES.items()
-               if schedule == config.schedule and all(options.get(k) == v for k, v in extra.items())]
+               if _matches(config, schedule, extra)]
     if not matches:
         raise ValueError(f"no bandit-budget series trains schedule {config.schedule!r} with options {options}; "
                          f"the series: {list(BUDGET_SERIES)}")

@@ -45,6 +45,10 @@ TESTBED_PROTOCOLS: dict[str, dict[str, Any] | None] = {
 def testbed_cases(profile: Profile | str) -> list[TestbedCase]:
     """The profile's cases (its ``testbed.cases``), with its ``testbed.epochs`` when set."""
     scale = get_profile(profile).testbed
+    unknown = [name for name in scale.cases if name not in CASES]
+    if unknown:
+        raise ValueError(f"profile {get_profile(profile).name!r}: test-bed cases {unknown} are not in "
+                         f"tvolib.bandit.testbed.CASES ({', '.join(CASES)})")
     cases = [CASES[name] for name in scale.cases]
     if scale.epochs is not None:
         cases = [dataclasses.replace(case, epochs=scale.epochs) for case in cases]
