@@ -37,7 +37,7 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "tvolib, no trend term": ("tvolib", {"trend": False}),
     "tvolib, the code's reward": ("tvolib", {"reward": "code"}),
     "tvolib, the code's bounds": ("tvolib", {"ml_bounds": "code"}),
-    "tvolib, the code's corner guards": ("tvolib", {"corner_guards": True}),
+    "tvolib, no corner guards": ("tvolib", {"corner_guards": False}),
 }
 
 
