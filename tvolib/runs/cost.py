@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from tvolib.training.schedule import BANDIT_SCHEDULES
+from tvolib.training.schedule import BANDIT_SCHEDULES, VARIABLE_D_SCHEDULES
 
 __all__ = [
     "COST_CONSTANTS",
@@ -138,7 +138,9 @@ def estimate_seconds(config: Any, constants: dict[str, Any] | None = None) -> fl
     For a TVO run (``config.kind == "tvo"``):
     ``startup + epochs * n_train * S * c_train + n_evals * n_test * eval_S * c_eval
     + bandit rounds * (c_round + c_d * d) + epochs * min(n_train, 1000) * S * c_moments``,
-    with ``n_evals`` from :func:`evaluation_count` (epoch 0, every ``eval_every``, the end).
+    with ``n_evals`` from :func:`evaluation_count` (epoch 0, every ``eval_every``, the end); a
+    bandit that chooses ``d`` pays a round's cost for every ``d`` from ``d_min`` to ``d`` (an upper
+    bound: its acquisition shares one budget between them).
     A PCFG run costs ``startup + epochs * ceil(n_train / batch_size) * (pcfg_step_s + S * pcfg_step_s_per_sample)``.
     """
     c = COST_CONSTANTS if constants is None else {**COST_CONSTANTS, **constants}
@@ -160,7 +162,10 @@ def estimate_seconds(config: Any, constants: dict[str, Any] | None = None) -> fl
     if schedule in BANDIT_SCHEDULES:
         window = dict(getattr(config, "schedule_options", ()) or ()).get("window", 6)
         rounds = bandit_rounds(epochs, int(window)) * c["bandit_early_factor"]
-        extra = rounds * (c["bandit_round_s"] + c["bandit_round_s_per_d"] * d)
+        sizes = [d]
+        if schedule in VARIABLE_D_SCHEDULES:  # a round's acquisition searches every d up to d_max
+            sizes = list(range(int(dict(getattr(config, "schedule_options", ()) or ()).get("d_min", 2)), d + 1))
+        extra = rounds * sum(c["bandit_round_s"] + c["bandit_round_s_per_d"] * k for k in sizes)
     elif schedule.startswith("moment"):
         extra = epochs * min(n_train, MOMENTS_EXAMPLES) * S * c["moments_s_per_sample"]
     return float(c["startup_s"] + train + evaluate + extra)
