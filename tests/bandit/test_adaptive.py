@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tvolib.bandit import AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule
+from tvolib.bandit import AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule, replay, reward_posterior
 from tvolib.bandit.acquisition import PaddedArms
 from tvolib.bandit.embedding import pad_arm, step_embedding
 from tvolib.bandit.kernels import StepFunctionKernel
@@ -164,6 +164,16 @@ def test_resume_continues_bit_for_bit(split):
     strip = lambda h: [{k: v for k, v in r.items() if not k.endswith("seconds")} for r in h]  # noqa: E731
     assert strip(a.history()) == strip(b.history())
     assert any(r["source"] == "gp" for r in a.history()[split // 2:])
+
+
+def test_reward_posterior_refuses_an_adaptive_history_and_replay_reproduces_it():
+    a = AdaptiveDBanditSchedule(5, window=2, seed=3, n_init=4, **FAST)
+    drive(a, range(0, 16))
+    gp_round = next(r["round"] for r in a.history() if r["source"] == "gp")
+    with pytest.raises(ValueError, match="AdaptiveDBanditSchedule's"):
+        reward_posterior(a.history(), gp_round, [[0.2, 0.4, 0.6, 0.8]])
+    arms = replay(AdaptiveDBanditSchedule(5, window=2, seed=3, n_init=4, **FAST), a.history())
+    assert arms == [r["next_arm"] for r in a.history()]
 
 
 def test_a_state_of_another_schedule_or_range_is_refused():
