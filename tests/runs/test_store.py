@@ -296,10 +296,12 @@ def test_numpy_values_in_options_are_accepted_and_one_run_has_one_digest(root):
     assert run([cfg(schedule="gp_bandit", schedule_options={"kappa": np.int64(2), "corner_guards": np.bool_(False)})],
                root, dry_run=True)["status"].tolist() == ["missing"]
     preset = cfg(schedule="gp_bandit")
-    for explicit in ({"protocol": "code"}, {"corner_guards": True}, {"corner_guards": np.bool_(True)}, {"kappa": None},
+    for explicit in ({"protocol": "tvolib"}, {"corner_guards": True}, {"trend": True}, {"corner_guards": np.bool_(True)}, {"kappa": None},
                      {"kappa": "log_n", "arm_domain": "staggered", "standardize": "robust", "n_init": None}):
         spelled = cfg(schedule="gp_bandit", schedule_options=explicit)
         assert spelled == preset and spelled.digest() == preset.digest(), explicit
+    code = cfg(schedule="gp_bandit", schedule_options={"protocol": "code"})
+    assert code.digest() != preset.digest() and code.validate().schedule_options == (("protocol", "code"),)
     text = cfg(schedule="gp_bandit", schedule_options={"protocol": "paper-text"})
     assert cfg(schedule="gp_bandit", schedule_options={"protocol": "paper-text", "kappa": "theorem1"}) == text
     # a value that differs from the preset's is another run; options at a non-protocol default keep their names

@@ -23,9 +23,10 @@ Units: the arm effect's range is 1. The trends, in the same units:
   schedule, 60 epochs): after its 6-epoch burn-in the evidence rose by about 1.0 nat a epoch,
   while the log and linear schedules' test log p(x) drifted apart by about 0.2 nat a epoch; in
   units of that arm effect the gain is 5 a epoch. Its first epochs rose by 194, 30, 5.6, 2.0 and
-  1.1 nats (970, 150, 28, 10 and 5.5 units): ``5 + 965 exp(-(e - 1) / 0.53)`` follows them. Its per-epoch gains varied with a standard
-  deviation of 0.5 nat and a lag-one correlation of 0.46 (a slow wander, not white noise), so
-  this trend brings its own noise: ``noise = 2.5``, ``a = 0.46``.
+  1.1 nats (970, 150, 28, 10 and 5.5 units): ``5 + 965 exp(-(e - 1) / 0.53)`` follows them. Its
+  per-epoch gains varied with a standard deviation of 0.5 nat and a lag-one correlation of 0.46
+  (a slow wander, not white noise), so this trend brings its own noise: ``noise = 2.5``,
+  ``a = 0.46``.
 
 The other trends' noise (``noise``, per epoch, arm-effect units) is white (``a = 0``), 0.5 by
 default: a window of ``w`` epochs then gets reward noise of about ``0.5 sqrt(w)``, a fraction of
