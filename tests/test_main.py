@@ -50,7 +50,7 @@ def test_dry_run_shows_stacks_and_the_gpu_profile_compares_with_paper(root, caps
     assert main(["run", "fig2", "--profile", "gpu", "--dry-run", "--results-root", str(root)]) == 0
     assert "the paper profile would take about" in capsys.readouterr().out
     assert main(["list"]) == 0
-    assert "gpu: 1093 runs" in capsys.readouterr().out
+    assert "gpu: 1103 runs" in capsys.readouterr().out
 
 
 def test_run_config_status_and_damaged_folder(root, tmp_path, capsys, fake_tvo):

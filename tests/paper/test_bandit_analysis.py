@@ -51,3 +51,32 @@ def test_training_phase_puts_an_epoch_ending_a_third_in_it():
         "early", "early", "middle", "middle", "late", "late"]
     assert analysis.training_phase([20, 20], [60, 61]) == ["early", "early"]
     assert analysis.training_phase([21, 40, 41], [60, 60, 60]) == ["middle", "middle", "late"]
+
+
+def test_adaptive_d_table_gives_each_grid_its_best_d_and_what_the_grid_costs():
+    rows = []
+    for seed in (0, 1):
+        for d, lp in ((2, -101.0), (5, -99.0), (10, -100.0)):
+            rows.append({"dataset": "mnist", "schedule": "log", "d": d, "seed": seed, "test_log_px": lp - seed,
+                         "test_kl": 5.0, "train_seconds": 60.0 * d, "eval_seconds": 6.0})
+        rows.append({"dataset": "mnist", "schedule": "gp_bandit_adaptive", "d": 10, "seed": seed,
+                     "test_log_px": -98.0 - seed, "test_kl": 4.0, "train_seconds": 600.0, "eval_seconds": 6.0,
+                     "bandit_seconds": 30.0})
+    table = bandit_analysis.adaptive_d_table(pd.DataFrame(rows)).set_index(["schedule", "d"])
+    adaptive = table.loc[("gp_bandit_adaptive", "<= 10")]
+    assert (adaptive["log_px"], adaptive["log_px_sem"], adaptive["runs_per_seed"]) == (-98.5, 0.5, 1)
+    assert adaptive["minutes_per_seed"] == pytest.approx(636.0 / 60)
+    best = table.loc[("log", "best (d = 5)")]  # the d of the highest mean log p(x), its seeds' numbers
+    assert best["log_px"] == -99.5 and best["seeds"] == 2 and best["runs_per_seed"] == 3
+    assert best["minutes_per_seed"] == pytest.approx((120 + 300 + 600 + 3 * 6) / 60)  # the whole grid
+    assert table.loc[("log", "2"), "minutes_per_seed"] == pytest.approx(126 / 60)
+    with pytest.raises(ValueError, match="adaptive_d_table needs columns"):
+        bandit_analysis.adaptive_d_table(pd.DataFrame(rows).drop(columns="d"))
+
+
+def test_d_over_training_orders_each_runs_windows():
+    rounds = pd.DataFrame({"dataset": "mnist", "seed": [1, 0, 0], "start_epoch": [0, 3.0, 0.0],
+                           "epoch": [3, 6.0, 3.0], "d": [4, 2.0, 7.0], "arm": ["[0.1]"] * 3})
+    out = bandit_analysis.d_over_training(rounds)
+    assert out[["seed", "start_epoch", "d"]].values.tolist() == [[0, 0, 7], [0, 3, 2], [1, 0, 4]]
+    assert out["d"].dtype.kind == "i"

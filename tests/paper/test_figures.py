@@ -22,7 +22,7 @@ from tvolib.paper.sweeps import FIGURES, figure_configs  # noqa: E402
 from tvolib.training.run_folder import RunFolder  # noqa: E402
 
 SCHEDULE_OFFSET = {"linear": 3.0, "log": 1.0, "moments": 2.0, "gp_bandit": 0.0, "gp_bandit_unsorted": 0.5,
-                   "random": 4.0, "none": 0.0}
+                   "random": 4.0, "none": 0.0, "gp_bandit_adaptive": -0.5}
 
 
 def fake_train(config, run_dir, **_):
@@ -45,6 +45,11 @@ def fake_train(config, run_dir, **_):
                "source": "random" if r < 2 or not gp else "gp", "next_arm": arms[r % 2], "next_degenerate": r % 2 == 1}
               for r in range(config.epochs)]  # GP rounds from round 2 on, every other arm degenerate
     rounds = rounds if config.schedule in sweeps.WINDOWED_SCHEDULES else []  # fixed schedules have no rounds
+    if config.schedule == "gp_bandit_adaptive":  # d = 2, 3, ..., d_max, 2, ... (each round a window of one epoch)
+        rounds = [{"round": r, "start_epoch": r, "epoch": r + 1, "d": 2 + r % (config.d - 1), "reward": 0.1,
+                   "arm": [0.1 * (k + 1) for k in range(1 + r % (config.d - 1))], "source": "random" if r < 2 else "gp",
+                   "next_arm": [0.1 * (k + 1) for k in range(1 + (r + 1) % (config.d - 1))], "next_degenerate": False}
+                  for r in range(config.epochs)]
     folder.save_checkpoint({"digest": config.digest(), "epoch": config.epochs, "optimizers": [], "rng": {},
                             "schedule": {"round": len(rounds), "history": rounds}, "history": history, "timers": {}})
     final = {"test_log_px": history[-1]["test_log_px"], "test_kl": 5.0 + offset, "train_seconds": 60.0,
@@ -175,6 +180,21 @@ def test_one_more_bandit_series_reaches_figs_3_10_and_11(cached, monkeypatch):
                                           f"6 epochs (bandit budget): {name}"]
     long = cached("fig10_bandit_protocol").table.query("budget == '6 epochs (bandit budget)'")
     assert list(long["method"])[-3:] == ["code", "tvolib", name]
+
+
+def test_fig13_puts_the_adaptive_bandit_beside_each_fixed_d_and_its_grid(cached):
+    result = cached("fig13_adaptive_d")
+    assert [p.name for p in result.paths] == [f"fig13_adaptive_d.{e}" for e in ("pdf", "png", "csv", "md")]
+    table = result.table.set_index(["dataset", "schedule", "d"])
+    adaptive = table.loc[("mnist", "GP-bandit (adaptive d)", "<= 5")]
+    assert adaptive["log_px"] == pytest.approx(-100.0 + 0.5 + 0.6) and adaptive["runs_per_seed"] == 1
+    assert adaptive["minutes_per_seed"] == pytest.approx(66.0 / 60)
+    best = table.loc[("mnist", "log", "best (d = 2)")]  # the fake gives every d the same numbers: the first
+    assert best["runs_per_seed"] == 2 and best["minutes_per_seed"] == pytest.approx(2 * 66.0 / 60)
+    assert {s for _, s, _ in table.index} == {"GP-bandit (adaptive d)", "log", "moments", "GP-bandit", "GP-bandit (tvolib)"}
+    assert len(result.figure.axes) == 3 * 2  # log p(x), KL, d over training; MNIST, Fashion-MNIST
+    rounds = result.details["rounds"]
+    assert set(rounds["d"]) == {2, 3, 4, 5} and set(rounds["dataset"]) == {"mnist", "fashion_mnist"}
 
 
 def test_fig11_says_it_was_not_run_where_the_profile_has_no_budget(tmp_path):

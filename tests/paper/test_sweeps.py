@@ -15,7 +15,7 @@ def digests(configs):
     return {(c.kind, c.digest()) for c in configs}
 
 
-BANDIT_FAMILY = {"gp_bandit", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random"}
+BANDIT_FAMILY = {"gp_bandit", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random", "gp_bandit_adaptive"}
 
 
 def digest_hash(configs) -> str:
@@ -36,13 +36,13 @@ def test_fixed_schedule_digests_are_unchanged(name, expected):
     assert digest_hash(fixed) == expected
 
 
-@pytest.mark.parametrize("name, expected", [("smoke", "7095c8c8f9049128"), ("quick", "f026e0a0db43098d"),
-                                            ("paper", "129096a29c649935")])
+@pytest.mark.parametrize("name, expected", [("smoke", "33e03d618dc6bf87"), ("quick", "499f6cae3b63b295"),
+                                            ("paper", "46825582cf7ef2dc")])
 def test_every_config_digest_is_pinned(name, expected):
     """Every config's digest, bandit runs included (their cache keys carry the bandit's revision, 5
     here, and name the code's protocol, no longer the schedule's default; the GP bandit under this
     package's protocol is a series of Figs 4, 8, 10 and 11). Quick's value includes the bandit
-    budget's runs (Fig 11)."""
+    budget's runs (Fig 11); every profile's, the adaptive-d bandit's runs (Fig 13, the only new ones)."""
     assert digest_hash(sweeps.all_configs(name)) == expected
 
 
@@ -99,6 +99,21 @@ def test_sweep_grids_follow_the_profile():
     assert sorted({c.log_beta1 for c in wall.grid}) == pytest.approx([0.01, 0.455, 0.9])
 
 
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_the_adaptive_d_figure_adds_one_run_per_dataset_and_seed_to_fig4s(name):
+    p = get_profile(name)
+    configs = sweeps.fig13_adaptive_d(name)
+    adaptive = [c for c in configs if c.schedule == "gp_bandit_adaptive"]
+    assert len(adaptive) == len(sweeps.VAE_DATASETS) * len(p.seeds) == len(digests(adaptive))
+    assert digests(c for c in configs if c.schedule != "gp_bandit_adaptive") <= digests(sweeps.fig4_vae_mnist_fashion(name))
+    assert {c.schedule for c in configs} == {"log", "moments", "gp_bandit", "gp_bandit_adaptive"}
+    for c in adaptive:  # the most points the grid trains, its first S, the windows of the other bandits
+        assert (c.d, c.S, c.model) == (max(p.d_values), p.S_values[0], "vae")
+        options = dict(c.schedule_options)
+        assert "protocol" not in options and options.get("window") == p.bandit_window
+        assert options.get("n_init") == p.bandit_n_init and options.get("burn_in", 0) == p.bandit_burn_in
+
+
 def test_paper_scale_runs():
     p = PROFILES["paper"]
     wall = sweeps.table_wallclock(p)
@@ -137,8 +152,9 @@ def test_resolve_figure_stems_aliases_and_prefixes():
         sweeps.resolve_figure("table")
     assert sweeps.resolve_figure("fig10") == "fig10_bandit_protocol"
     assert sweeps.resolve_figure("fig12") == "fig12_bandit_testbed"
-    with pytest.raises(ValueError, match="unknown figure 'fig13'"):
-        sweeps.resolve_figure("fig13")
+    assert sweeps.resolve_figure("fig13") == "fig13_adaptive_d"
+    with pytest.raises(ValueError, match="unknown figure 'fig14'"):
+        sweeps.resolve_figure("fig14")
     everything = sweeps.figure_configs("all", "smoke")
     assert len(everything) == len(digests(everything))
     assert digests(everything) == set().union(*(digests(fn("smoke")) for fn in sweeps.FIGURES.values()))

@@ -18,6 +18,7 @@ from tvolib.checkpoint import atomic_save, load
 from tvolib.training.images import RunConfig, train
 from tvolib.training.loop import TrainingDivergedError
 from tvolib.training.many import TrainManyError, stack_key, train_many
+from tvolib.training.stack_runs import Stack
 
 from numerics import assert_runs_close, run_terms
 
@@ -183,6 +184,20 @@ def test_configs_that_cannot_be_stacked_train_alone(tmp_path):
     (result,) = _train_many([config], [tmp_path / "many"])
     ref = train(config, tmp_path / "single", device="cpu", progress=False)
     _same_run(result, tmp_path / "many", ref, tmp_path / "single")  # exact: both are ``train``
+
+
+def test_a_run_whose_d_changes_trains_alone_beside_a_stack(tmp_path):
+    """A bandit that chooses d (its schedule's length changes between epochs) is kept out of stacks:
+    train_many trains it as ``train`` does, next to a stack of the other runs; a Stack refuses it."""
+    adaptive = BASE.replace(seed=7, epochs=3, d=5, schedule="gp_bandit_adaptive",
+                            schedule_options={**WINDOWS, "n_init": 2, "raw_samples": 16, "num_restarts": 2})
+    assert stack_key(adaptive) is None and stack_key(adaptive.replace(schedule="gp_bandit")) is not None
+    others = [BASE.replace(seed=8, epochs=3), BASE.replace(seed=9, epochs=3, schedule="linear")]
+    results = _train_many([adaptive, *others], [tmp_path / "many", None, None])
+    ref = train(adaptive, tmp_path / "single", device="cpu", progress=False)
+    _same_run(results[0], tmp_path / "many", ref, tmp_path / "single")  # exact: both are ``train``
+    with pytest.raises(ValueError, match="whose d changes between epochs.*train them alone"):
+        Stack([adaptive, others[0]], ["a", "b"], torch.device("cpu"), None)
 
 
 def test_bad_arguments_are_named(tmp_path):

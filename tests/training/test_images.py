@@ -104,6 +104,20 @@ def test_defaults_are_the_papers_and_valid():
         RunConfig(schedule=name).validate()
 
 
+def test_the_adaptive_bandits_d_is_its_d_max_and_bad_ranges_name_their_field():
+    c = RunConfig(schedule="gp_bandit_adaptive", d=8, schedule_options={"d_min": 3}).validate()
+    schedule = build_schedule(c)
+    assert (schedule.d_max, schedule.d_min) == (8, 3)
+    with pytest.raises(ValueError, match=r"schedule_options\['d_max'\] is not accepted.*set d=10 instead"):
+        RunConfig(schedule="gp_bandit_adaptive", schedule_options={"d_max": 10}).validate()
+    with pytest.raises(ValueError, match=r"RunConfig.schedule_options=.*d_max must exceed d_min"):
+        RunConfig(schedule="gp_bandit_adaptive", d=4, schedule_options={"d_min": 4}).validate()
+    with pytest.raises(ValueError, match=r"RunConfig.d=2 .*d_max .*must be an integer >= 3"):
+        RunConfig(schedule="gp_bandit_adaptive", d=2).validate()
+    with pytest.raises(ValueError, match=r"schedule_options has unknown names \['sort'\]"):
+        RunConfig(schedule="gp_bandit_adaptive", schedule_options={"sort": True}).validate()
+
+
 def test_options_are_normalised_hashable_and_round_trip_through_json():
     c = RunConfig(schedule="moments", schedule_options={"update_every": 3, "initial": "linear"},
                   model_options=[("hidden", [100, 100])])

@@ -58,6 +58,9 @@ RESUME_CASES = {
     "images-log": TINY.replace(eval_every=3),
     "images-moments": TINY.replace(schedule="moments", schedule_options={"update_every": 1}),
     "images-gp_bandit": TINY.replace(epochs=6, schedule="gp_bandit", schedule_options=SMALL_BANDIT),
+    # d chosen every round (up to 5): the schedule's length changes between epochs
+    "images-gp_bandit_adaptive": TINY.replace(epochs=6, d=5, schedule="gp_bandit_adaptive", schedule_options={
+        **SMALL_BANDIT, "raw_samples": 16, "num_restarts": 2, "ml_starts": 20}),
     "pcfg-log": SMALL_PCFG,
     # 13 epochs: bandit rounds (default windows of 6) close before and after the interruption
     "pcfg-gp_bandit": SMALL_PCFG.replace(schedule="gp_bandit", epochs=13),
@@ -84,6 +87,10 @@ def test_killed_and_resumed_run_is_bit_identical(case, tmp_path, data_root):
     if "bandit" in case:
         assert len(straight.schedule_history) >= 2
         assert len({tuple(row["betas"]) for row in straight.history[1:]}) > 1, "the bandit never changed the schedule"
+    if "adaptive" in case:  # every epoch's schedule has the d its bandit round chose
+        assert len({len(row["betas"]) for row in straight.history[1:]}) > 1
+        d_of = {row["round"]: row["d"] for row in straight.schedule_history}
+        assert all(2 <= d <= 5 for d in d_of.values())
     if "moments" in case:
         assert len(straight.schedule_history) == config.epochs  # re-estimated after every epoch
 

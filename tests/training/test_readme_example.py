@@ -33,3 +33,29 @@ def test_bandit_drives_a_hand_written_training_loop():
     assert len({tuple(b.tolist()) for b in used}) > 1  # the schedule actually changed
     for b in used:
         assert b[0] == 0 and (b[1:] > b[:-1]).all() and (b[1:] >= 0.05).all() and (b < 0.95 + 1e-9).all()
+
+
+def test_the_adaptive_bandit_drives_the_same_loop_with_changing_lengths():
+    """The README's loop with AdaptiveDBanditSchedule: the TVO bound takes a schedule whose length
+    changes from window to window."""
+    from tvolib.bandit import AdaptiveDBanditSchedule
+
+    torch.manual_seed(0)
+    model = build_model("vae")
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x_all = torch.bernoulli(torch.full((64, 784), 0.3))
+    schedule = AdaptiveDBanditSchedule(d_max=6, seed=1, window=1, n_init=2, raw_samples=16, num_restarts=2,
+                                       device="cpu")
+    lengths = []
+    for epoch in range(1, 9):
+        betas = schedule.current()
+        lengths.append(len(betas))
+        assert len(betas) == schedule.d and betas[0] == 0 and (betas[1:] > betas[:-1]).all()
+        log_p, log_q = model.log_joint_and_q(x_all, 4, reparam=True)
+        log_w = log_p - log_q
+        loss = -tvo_bound(log_w, betas).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step(epoch, evidence=log_evidence(log_w.detach(), schedule.evidence_spec).mean().item())
+    assert len(set(lengths)) > 1 and any(r["source"] == "gp" for r in schedule.history())

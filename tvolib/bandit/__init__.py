@@ -7,6 +7,8 @@
 * :mod:`.reward` -- windows, the reward ``L_end - L_start`` (Eq. 7) and the early-update rule;
 * :mod:`.base` -- arms, rounds, history and state shared by both schedules (:mod:`.state` checks it);
 * :mod:`.scheduler` -- :class:`GPBanditSchedule` and :class:`RandomSchedule`;
+* :mod:`.embedding` -- schedules of any length as their left-Riemann step function on a grid;
+* :mod:`.adaptive` -- :class:`AdaptiveDBanditSchedule`, which chooses ``d`` as well as the points;
 * :mod:`.protocol` -- the protocol around the GP step: the authors' code's (default) or the text's;
 * :mod:`.posterior` -- :func:`reward_posterior`, the GP rebuilt from a recorded history, and
   :func:`replay`, the arms a fresh schedule chooses from it.
@@ -19,6 +21,7 @@ import warnings
 warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
 
 from .acquisition import theorem1_kappa  # noqa: E402
+from .adaptive import AdaptiveDBanditSchedule  # noqa: E402
 from .model import Hyperparameters  # noqa: E402
 from .posterior import replay, reward_posterior  # noqa: E402
 from .protocol import PROTOCOLS, arm_degeneracy  # noqa: E402
@@ -26,6 +29,7 @@ from .reward import evidence_spec_for  # noqa: E402
 from .scheduler import GPBanditSchedule, RandomSchedule  # noqa: E402
 
 __all__ = [
+    "AdaptiveDBanditSchedule",
     "GPBanditSchedule",
     "Hyperparameters",
     "PROTOCOLS",

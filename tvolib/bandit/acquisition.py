@@ -19,7 +19,7 @@ from torch import Tensor
 
 from .model import BanditGP
 
-__all__ = ["GPUCB", "MAX_NUM_RESTARTS", "MAX_RAW_SAMPLES", "acquisition_budget", "maximize_ucb", "project_arm",
+__all__ = ["GPUCB", "MAX_NUM_RESTARTS", "PaddedArms", "MAX_RAW_SAMPLES", "acquisition_budget", "maximize_ucb", "project_arm",
            "theorem1_kappa"]
 
 #: Largest acquisition budgets accepted (16 and 10 times the defaults' largest): the raw samples are
@@ -93,6 +93,40 @@ class GPUCB(AcquisitionFunction):
         return mean + self.sqrt_kappa * var.clamp_min(1e-12).sqrt()
 
 
+class PaddedArms(torch.nn.Module):
+    """A view of a :class:`BanditGP` over arms of ``n_points`` points, fewer than its ``n_arm`` columns.
+
+    The view's input is ``[arm (n_points columns), t]``; the GP sees the arm padded to its
+    ``n_arm`` columns by repeating the arm's largest coordinate, which a kernel invariant to
+    repeated points (:class:`~tvolib.bandit.kernels.StepFunctionKernel`) reads as the arm itself.
+    :func:`maximize_ucb` then maximises over arms of ``n_points`` points.
+
+    Example:
+        >>> view = PaddedArms(BanditGP(4), 2)
+        >>> view.pad(torch.tensor([[0.1, 0.3, 0.5]])).tolist()      # arm (0.1, 0.3), t = 0.5
+        [[0.1, 0.3, 0.3, 0.3, 0.5]]
+    """
+
+    def __init__(self, gp: BanditGP, n_points: int) -> None:
+        super().__init__()
+        if not 1 <= n_points <= gp.n_arm:
+            raise ValueError(f"n_points must lie in [1, {gp.n_arm}] (the GP's arm columns); got {n_points}")
+        self.gp, self.n_arm = gp, int(n_points)
+
+    def pad(self, x: Tensor) -> Tensor:
+        """``[arm, t]`` ``(..., n_points + 1)`` as the GP's input ``(..., gp.n_arm + 1)``."""
+        arm, t = x[..., :self.n_arm], x[..., self.n_arm:]
+        top = arm.max(dim=-1, keepdim=True).values
+        return torch.cat([arm, top.expand(*arm.shape[:-1], self.gp.n_arm - self.n_arm), t], dim=-1)
+
+    def _require_data(self) -> tuple[Tensor, Tensor]:
+        return self.gp._require_data()
+
+    def mean_and_variance(self, x: Tensor, component: str = "total") -> tuple[Tensor, Tensor]:
+        """The GP's posterior at the padded ``x`` (:meth:`BanditGP.mean_and_variance`)."""
+        return self.gp.mean_and_variance(self.pad(x), component)
+
+
 def acquisition_budget(n_arm: int) -> tuple[int, int]:
     """``(raw_samples, num_restarts)`` for an arm of ``n_arm`` coordinates: both grow with it.
 
@@ -104,7 +138,7 @@ def acquisition_budget(n_arm: int) -> tuple[int, int]:
 
 
 def maximize_ucb(
-    gp: BanditGP,
+    gp: BanditGP | PaddedArms,
     *,
     t_norm: float,
     kappa: float,
@@ -113,11 +147,14 @@ def maximize_ucb(
     num_restarts: int | None = None,
     maxiter: int = 100,
     upper: Tensor | None = None,
+    initial: Tensor | None = None,
 ) -> tuple[Tensor, float]:
     """Maximise GP-UCB over the normalised box ``[0, 1]^n_arm`` at time ``t_norm`` (fixed feature).
 
     ``upper`` ``(n_arm,)`` (normalised units, in ``(0, 1]``) lowers the box's upper bound per
     coordinate: the staggered arm domain of the authors' code (:mod:`tvolib.bandit.protocol`).
+    ``initial`` ``(r, n_arm)`` (normalised arms) starts the ``r`` L-BFGS-B restarts there instead
+    of at the best raw samples (``raw_samples`` and ``num_restarts`` are then unused).
 
     Returns the maximiser ``(n_arm,)`` in normalised units (*not* yet sorted or projected) and the
     acquisition value there (standardised reward units). ``seed`` seeds BoTorch's raw samples; the
@@ -135,6 +172,11 @@ def maximize_ucb(
     if upper is not None:
         bounds[1, :n_arm] = torch.as_tensor(upper, dtype=X.dtype, device=X.device)
     acq = GPUCB(gp, kappa)
+    starts = {}
+    if initial is not None:
+        t = torch.full((initial.shape[0], 1), float(t_norm), dtype=X.dtype, device=X.device)
+        starts = {"batch_initial_conditions": torch.cat([initial.to(X), t], dim=-1).unsqueeze(-2)}
+        num_restarts = raw_samples = initial.shape[0]
     with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):  # see fit.fit_map
         # BoTorch warns when L-BFGS-B stops at maxiter or when raw samples have equal values;
         # the best point found is still returned, which is what a bandit round needs.
@@ -153,6 +195,7 @@ def maximize_ucb(
                 "init_batch_limit": raw_samples,  # all raw samples in one evaluation
             },
             retry_on_optimization_warning=False,
+            **starts,
         )
     return candidate.reshape(-1)[:n_arm].detach(), float(value)
 

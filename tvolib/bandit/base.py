@@ -149,6 +149,11 @@ class BanditScheduleBase(Schedule):
         return self._d - 1
 
     @property
+    def arm_sizes(self) -> range:
+        """The numbers of points an arm of this schedule may have: ``d - 1`` only (a fixed ``d``)."""
+        return range(self.n_arm, self.n_arm + 1)
+
+    @property
     def sort_arms(self) -> bool:
         """Whether recorded arms are sorted (the GP's inputs); schedules used are always sorted."""
         return True

@@ -10,6 +10,9 @@
   ``exp(-||b - b'||^2 / (2 l^2))`` (Appendix B) applied to the *sorted* arm, the projection
   ``Phi`` of Section 4.2, which makes it invariant to permutations of the arm. ``sort=False`` gives
   the unsorted ablation (Appendix D.4).
+* :class:`StepFunctionKernel` is the same squared-exponential on the step-function embedding of
+  :mod:`tvolib.bandit.embedding`: one kernel for arms of any length (padded by repeating their
+  largest point), used by :class:`~tvolib.bandit.adaptive.AdaptiveDBanditSchedule`.
 
 The GP input is ``x = [normalised arm (n_arm columns), normalised time (1 column)]``;
 :class:`tvolib.bandit.model.BanditGP` gives each kernel its columns.
@@ -24,7 +27,9 @@ from gpytorch.kernels import Kernel, RBFKernel
 from gpytorch.priors import Prior
 from torch import Tensor
 
-__all__ = ["SortedRBFKernel", "TimeDecayKernel", "omega_to_rho", "rho_to_omega"]
+from .embedding import step_embedding, step_grid
+
+__all__ = ["SortedRBFKernel", "StepFunctionKernel", "TimeDecayKernel", "omega_to_rho", "rho_to_omega"]
 
 
 def omega_to_rho(omega: float | Tensor) -> Tensor:
@@ -146,3 +151,39 @@ class SortedRBFKernel(RBFKernel):
     def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:
         return super().forward(self.features(x1), self.features(x2), diag=diag, **params)
 
+
+
+class StepFunctionKernel(RBFKernel):
+    """Squared-exponential kernel on the step-function embedding of a schedule of any length.
+
+    ``k(b, b') = exp(-||phi(b) - phi(b')||^2 / (2 l^2))`` with ``phi`` of
+    :func:`~tvolib.bandit.embedding.step_embedding`: approximately
+    ``exp(-int_0^1 (h(s_b(u)) - h(s_b'(u)))^2 du / (2 l^2))``, a comparison of the two schedules'
+    left-Riemann step functions (log-warped), which is all of a schedule the TVO sees. It is
+    positive definite for any arms (an SE kernel of a feature map), invariant to permutations of an
+    arm and to repeated points, so arms of ``m <= n`` points padded to ``n`` columns by repeating
+    their largest (:func:`~tvolib.bandit.embedding.pad_arm`) are compared as the schedules they are.
+
+    Args:
+        lo, hi: the GP's normalisation of the arm columns: a column value ``x`` is the beta
+            ``lo + (hi - lo) x``.
+        grid_size: grid points of the embedding.
+        **kwargs: GPyTorch's kernel arguments (``lengthscale_prior`` ...).
+    """
+
+    #: Invariant to permutations of an arm (read as :attr:`BanditGP.sort <tvolib.bandit.model.BanditGP.sort>`).
+    sort = True
+
+    def __init__(self, lo: float, hi: float, grid_size: int | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if not 0.0 <= lo < hi <= 1.0:
+            raise ValueError(f"the arm columns' range must satisfy 0 <= lo < hi <= 1; got ({lo}, {hi})")
+        self.lo, self.hi = float(lo), float(hi)
+        self.register_buffer("grid", step_grid() if grid_size is None else step_grid(grid_size))
+
+    def features(self, x: Tensor) -> Tensor:
+        """``phi``: the embedding ``(..., G)`` of normalised arm columns ``(..., n)``."""
+        return step_embedding(self.lo + (self.hi - self.lo) * x, grid=self.grid.to(x))
+
+    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:
+        return super().forward(self.features(x1), self.features(x2), diag=diag, **params)

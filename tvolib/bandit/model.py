@@ -38,7 +38,7 @@ import torch
 from botorch.models.model import Model
 from botorch.posteriors.torch import TorchPosterior
 from gpytorch.constraints import GreaterThan, Interval, Positive
-from gpytorch.kernels import RBFKernel
+from gpytorch.kernels import Kernel, RBFKernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.priors import GammaPrior, LogNormalPrior
 from linear_operator.utils.cholesky import psd_safe_cholesky
@@ -210,7 +210,10 @@ class BanditGP(Model):
     """Exact GP with the product kernel of Section 4.1 on ``x = [arm (n_arm cols), t (1 col)]``.
 
     ``sort=False`` drops the projection Phi (unsorted ablation); ``time_varying=False`` drops the
-    time kernel (omega fixed at 0, the time-invariant GP); ``coordinate_scale`` ``(n_arm,)`` is the
+    time kernel (omega fixed at 0, the time-invariant GP); ``spatial`` replaces the arm's kernel
+    (a GPyTorch RBF kernel with a ``features`` map and a ``sort`` flag, e.g.
+    :class:`~tvolib.bandit.kernels.StepFunctionKernel`, carrying its own length-scale prior when
+    ``priors``); ``coordinate_scale`` ``(n_arm,)`` is the
     fixed stretch of the sorted arm's coordinates (:class:`~tvolib.bandit.kernels.SortedRBFKernel`;
     :func:`~tvolib.bandit.protocol.coordinate_scale` computes it from the arm domain). Call
     :meth:`set_train_data` to condition on data; :meth:`posterior` then gives the posterior of
@@ -231,6 +234,7 @@ class BanditGP(Model):
         priors: bool = True,
         coordinate_scale: Sequence[float] | None = None,
         trend: bool = False,
+        spatial: Kernel | None = None,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:
@@ -243,7 +247,9 @@ class BanditGP(Model):
         if coordinate_scale is not None and len(coordinate_scale) != self.n_arm:
             raise ValueError(f"coordinate_scale needs one entry per arm coordinate ({self.n_arm}); "
                              f"got {len(coordinate_scale)}")
-        self.spatial = SortedRBFKernel(
+        if spatial is not None and (coordinate_scale is not None or not sort):
+            raise ValueError("a given spatial kernel replaces the sorted one: pass neither coordinate_scale nor sort=False")
+        self.spatial = spatial if spatial is not None else SortedRBFKernel(
             sort=sort,
             coordinate_scale=coordinate_scale,
             lengthscale_prior=(

@@ -117,6 +117,9 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
         rounds = [int(r["round"]) for r in rows]
         raise ValueError(f"round {round_index} not in the history (recorded rounds: {rounds[:3]}...{rounds[-3:]})")
     row = matches[0]
+    if _present(row.get("d_max")):
+        raise ValueError("reward_posterior rebuilds GPBanditSchedule's GP (one d); this history is "
+                         "AdaptiveDBanditSchedule's, whose GP compares step functions of schedules of any d")
     if row.get("source") not in ("gp", "corner"):
         raise ValueError(
             f"no GP was fitted at round {round_index} (its next arm came from {row.get('source')!r}: "

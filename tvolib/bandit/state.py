@@ -51,6 +51,7 @@ FIELD_KINDS: dict[str, str] = {
     "bool?": "None, True or False",
     "str": "a string",
     "vector": "a list of finite numbers",
+    "vector?": "None or a list of finite numbers",
     "vectors?": "None or a list of lists of finite numbers",
     "ints": "a list of ints >= 0",
 }
@@ -67,14 +68,15 @@ HISTORY_FIELDS: dict[str, str] = {
     "d": "int", "lo": "float", "hi": "float", "upper": "vector", "sort": "bool", "time_varying": "bool",
     "max_observations": "int?", "reward_rule": "str", "protocol": "str", "corner_guards": "bool",
     "standardize": "str", "coordinate_scale": "vector", "trend": "bool", "guard_arms": "vectors?",
+    "d_min": "int", "d_max": "int",  # AdaptiveDBanditSchedule's range (its "d" is the round's)
     # the decision
     "source": "str", "lengthscale": "float?", "omega": "float?", "rho": "float?", "noise": "float?",
     "trend_share": "float?", "trend_lengthscale": "float?",
     "kappa": "float?", "acq_value": "float?", "fit_seconds": "float?", "acq_seconds": "float?",
     "fit_ok": "bool?", "fit_evals": "int?", "n_obs": "int?", "n_dropped": "int?", "t_origin": "int?",
-    "t_pred": "int?", "y_mean": "float?", "y_std": "float?",
+    "t_pred": "int?", "y_mean": "float?", "y_std": "float?", "acq_by_d": "vector?", "points_dropped": "int?",
     # the next arm
-    "next_arm": "vector", "next_spread": "float", "next_min_gap": "float?", "next_on_edge": "int",
+    "next_arm": "vector", "next_d": "int", "next_spread": "float", "next_min_gap": "float?", "next_on_edge": "int",
     "next_degenerate": "bool",
 }
 
@@ -267,8 +269,10 @@ def check_state_dict(schedule: Any, state: Any) -> None:
 
 
 def _check_arm(schedule: Any, owner: str, arm: Any, key: str = "arm") -> None:
-    expected = f"a list of {schedule.n_arm} distinct finite numbers in [{schedule.lo}, {schedule.hi}]"
-    if not (isinstance(arm, (list, tuple)) and len(arm) == schedule.n_arm and all(map(_is_finite, arm))):
+    sizes = schedule.arm_sizes
+    count = str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]} to {sizes[-1]}"
+    expected = f"a list of {count} distinct finite numbers in [{schedule.lo}, {schedule.hi}]"
+    if not (isinstance(arm, (list, tuple)) and len(arm) in sizes and all(map(_is_finite, arm))):
         raise _bad(owner, key, expected, arm)
     ordered = sorted(float(v) for v in arm)
     inside = schedule.lo <= ordered[0] and ordered[-1] <= schedule.hi

@@ -33,6 +33,21 @@ default: a window of ``w`` epochs then gets reward noise of about ``0.5 sqrt(w)`
 its arm signal ``w``. The ``"quick"`` noise is five times that, and correlated: at the ``quick``
 budget a window's reward says little about its arm.
 
+Schedules of any length (``metric="step"``). The distance above compares the sorted points of
+arms of the case's ``d`` only. A ``"step"`` case compares schedules by their left-Riemann step
+functions ``s_b(u) = b_j`` on ``[b_j, b_{j+1})`` (all of a schedule the TVO's left sum sees,
+:mod:`tvolib.bandit.embedding`), so that an arm of any length has a value:
+
+    f(b, p) = exp(-D(b, c(p))^2 / (2 width^2)),   D(b, c)^2 = mean_g (s_b(u_g) - s_c(u_g))^2,
+
+on the grid ``u_g = (g - 1/2) / 1000`` (beta units, unwarped; the bandit's own embedding is
+smoothed and log-warped, so the test bed does not hand the GP its kernel). Its ``d`` is the
+optimum's: fewer points cannot make the optimum's step function, more can only by tying points
+(intervals of width zero), which a search must find. The cases ``d3-step-*`` (two interior
+points best) and ``d10-step-*`` (nine, spread out) are what
+:class:`~tvolib.bandit.adaptive.AdaptiveDBanditSchedule` is tested on; the ``"points"`` cases keep
+their values and accept arms of their ``d`` only.
+
 The bump's ``width`` is set per case so that uniformly random arms of the code's staggered domain
 have a mean regret of :data:`RANDOM_REGRET` (0.6) at mid-run (:func:`calibrated_width`): the
 random rounds then see as much of the arm effect in every case, wherever its optimum lies. With
@@ -70,10 +85,12 @@ __all__ = [
     "TRENDS",
     "CaseResult",
     "TestbedCase",
+    "METRICS",
     "arm_value",
     "calibrated_width",
     "optimum_at",
     "run_case",
+    "step_distance",
     "trend_gain",
 ]
 
@@ -87,6 +104,11 @@ TRENDS: dict[str, Callable[[int, int], float]] = {
 #: The per-epoch noise of the ``"quick"`` trend and its lag-one correlation (measured, module
 #: docstring); the other trends use the case's ``noise``, white.
 QUICK_NOISE = (2.5, 0.46)
+#: How an arm is compared with the optimum: its sorted points (arms of the case's ``d`` only) or
+#: its step function (any length).
+METRICS = ("points", "step")
+#: Grid points of the ``"step"`` metric.
+STEP_GRID = 1000
 
 
 @dataclass(frozen=True)
@@ -105,6 +127,8 @@ class TestbedCase:
         noise: per-epoch noise of the evidence gain (arm-effect units; ``"quick"`` uses its own).
         epochs: the run's length ``T``.
         window: the bandit's first window length (grows by 1 every 10 rounds, the code's rule).
+        metric: ``"points"`` (RMS distance of the sorted points) or ``"step"`` (RMS distance of
+            the step functions, arms of any length; module docstring).
     """
 
     __test__ = False  # not a pytest class
@@ -118,10 +142,13 @@ class TestbedCase:
     noise: float = 0.5
     epochs: int = 160
     window: int = 2
+    metric: str = "points"
 
     def __post_init__(self) -> None:
         if self.trend not in TRENDS:
             raise ValueError(f"trend must be one of {list(TRENDS)}; got {self.trend!r}")
+        if self.metric not in METRICS:
+            raise ValueError(f"metric must be one of {list(METRICS)}; got {self.metric!r}")
         for name, points in (("optimum", self.optimum), ("drift_to", self.drift_to)):
             if points is not None and (len(points) != self.d - 1 or list(points) != sorted(points)):
                 raise ValueError(f"{name} must be {self.d - 1} sorted points; got {points!r}")
@@ -140,10 +167,46 @@ def optimum_at(case: TestbedCase, progress: float) -> torch.Tensor:
     return start + (torch.tensor(case.drift_to, dtype=torch.float64) - start) * progress
 
 
+def _step_values(points: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+    """The left-Riemann step function of interior points ``(..., m)`` (``b_0 = 0``) at ``grid``: ``(..., G)``."""
+    b = torch.sort(points, dim=-1).values
+    left = torch.cat([torch.zeros_like(b[..., :1]), b], dim=-1)
+    index = torch.searchsorted(b.contiguous(), grid.expand(*b.shape[:-1], grid.shape[-1]).contiguous(), right=True)
+    return torch.gather(left, -1, index)
+
+
+def _step_grid() -> torch.Tensor:
+    return (torch.arange(STEP_GRID, dtype=torch.float64) + 0.5) / STEP_GRID
+
+
+def step_distance(arms: Sequence[float] | torch.Tensor, optimum: Sequence[float] | torch.Tensor) -> torch.Tensor:
+    """``D(b, c)``: the RMS distance of the step functions of ``arms`` ``(..., m)`` and ``optimum``
+    ``(k,)`` on the test bed's grid (module docstring), beta units; ``(...)``.
+
+    Example:
+        >>> round(float(step_distance([0.5], [0.5, 0.5001])), 4)      # a tied point changes little
+        0.0
+    """
+    grid = _step_grid()
+    a = _step_values(torch.as_tensor(arms, dtype=torch.float64), grid)
+    c = _step_values(torch.as_tensor(optimum, dtype=torch.float64).reshape(-1), grid)
+    return ((a - c) ** 2).mean(-1).sqrt()
+
+
 def arm_value(case: TestbedCase, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
-    """``f(b, p)`` in [0, 1] (module docstring): 1 at the optimum, ``1 - f`` is the arm's regret."""
+    """``f(b, p)`` in [0, 1] (module docstring): 1 at the optimum, ``1 - f`` is the arm's regret.
+
+    Raises:
+        ValueError: an arm of another length than ``d - 1`` on a ``"points"`` case.
+    """
     b = torch.sort(torch.as_tensor(arm, dtype=torch.float64).reshape(-1)).values
-    sq = float(((b - optimum_at(case, progress)) ** 2).mean())
+    if case.metric == "step":
+        sq = float(step_distance(b, optimum_at(case, progress))) ** 2
+    elif b.numel() != case.d - 1:
+        raise ValueError(f"case {case.name!r} compares the sorted points of arms of {case.d - 1} points; got "
+                         f"{b.numel()} (a case with metric='step' takes arms of any length)")
+    else:
+        sq = float(((b - optimum_at(case, progress)) ** 2).mean())
     return math.exp(-sq / (2 * case.width**2))
 
 
@@ -154,7 +217,11 @@ def trend_gain(case: TestbedCase, epoch: int) -> float:
 
 @dataclass
 class CaseResult:
-    """What one run of a case gives: second-half metrics and the arm trained at every epoch."""
+    """What one run of a case gives: second-half metrics and the arm trained at every epoch.
+
+    ``distance`` is the RMS distance to the optimum of the case's metric (points or step
+    functions); ``d_mode`` the ``d`` trained most often in the second half (ties: the smaller).
+    """
 
     regret: float
     distance: float
@@ -162,6 +229,17 @@ class CaseResult:
     arms: list[list[float]] = field(repr=False)
     history: list[dict[str, Any]] = field(repr=False)
     seconds: float = 0.0
+
+    @property
+    def d_trained(self) -> list[int]:
+        """The ``d`` trained at every epoch (``b_0 = 0`` included)."""
+        return [len(arm) + 1 for arm in self.arms]
+
+    @property
+    def d_mode(self) -> int:
+        """The ``d`` trained most often over the second half of the run (ties: the smaller)."""
+        late = self.d_trained[len(self.arms) // 2:]
+        return min(set(late), key=lambda d: (-late.count(d), d))
 
 
 def run_case(case: TestbedCase, make_schedule: Callable[[int], Schedule], seed: int) -> CaseResult:
@@ -176,8 +254,9 @@ def run_case(case: TestbedCase, make_schedule: Callable[[int], Schedule], seed: 
         RMS distance to the optimum and the share of degenerate arms (in the box ``[0.05, 0.95]``).
     """
     schedule = make_schedule(seed)
-    if schedule.d != case.d:
-        raise ValueError(f"case {case.name!r} needs d = {case.d}; the schedule has d = {schedule.d}")
+    if case.metric == "points" and schedule.d != case.d:
+        raise ValueError(f"case {case.name!r} needs d = {case.d}; the schedule has d = {schedule.d} "
+                         "(cases with metric='step' take any d)")
     noise = torch.Generator().manual_seed(10_000 + seed)
     start = time.perf_counter()
     std, corr = case.noise_model
@@ -196,10 +275,16 @@ def run_case(case: TestbedCase, make_schedule: Callable[[int], Schedule], seed: 
     half = case.epochs // 2
     late = [(arm, (e - 1) / max(case.epochs - 1, 1)) for e, arm in enumerate(arms, start=1) if e > half]
     regret = sum(1.0 - arm_value(case, a, p) for a, p in late) / len(late)
-    distance = sum(float(((torch.tensor(a, dtype=torch.float64) - optimum_at(case, p)) ** 2).mean().sqrt())
-                   for a, p in late) / len(late)
+    distance = sum(_distance(case, a, p) for a, p in late) / len(late)
     degenerate = sum(arm_degeneracy(a, 0.05, 0.95)["degenerate"] for a, _ in late) / len(late)
     return CaseResult(regret, distance, degenerate, arms, schedule.history(), seconds)
+
+
+def _distance(case: TestbedCase, arm: Sequence[float], progress: float) -> float:
+    """RMS distance of ``arm`` to the optimum at ``progress``, in the case's metric."""
+    if case.metric == "step":
+        return float(step_distance(arm, optimum_at(case, progress)))
+    return float(((torch.tensor(arm, dtype=torch.float64) - optimum_at(case, progress)) ** 2).mean().sqrt())
 
 
 #: Mean regret of uniformly random arms in the staggered domain that sets each case's width.
@@ -207,12 +292,13 @@ RANDOM_REGRET = 0.6
 
 
 def calibrated_width(d: int, optimum: Sequence[float], drift_to: Sequence[float] | None = None,
-                     target: float = RANDOM_REGRET, n_arms: int = 4096) -> float:
+                     target: float = RANDOM_REGRET, n_arms: int = 4096, metric: str = "points") -> float:
     """The width at which random arms of the staggered domain have mean regret ``target`` at mid-run.
 
     Random arms are drawn as :class:`~tvolib.bandit.RandomSchedule` draws them (uniform in the
-    staggered box ``[0.05, 0.95 k / (d - 1)]``, sorted), from a fixed seed; the width is found by
-    bisection (the mean regret falls as the width grows).
+    staggered box ``[0.05, 0.95 k / (d - 1)]``, sorted), from a fixed seed, and compared with the
+    optimum in ``metric`` (:data:`METRICS`); the width is found by bisection (the mean regret
+    falls as the width grows).
 
     Example:
         >>> calibrated_width(2, (0.2,))
@@ -224,7 +310,7 @@ def calibrated_width(d: int, optimum: Sequence[float], drift_to: Sequence[float]
     centre = torch.tensor(optimum, dtype=torch.float64)
     if drift_to is not None:
         centre = (centre + torch.tensor(drift_to, dtype=torch.float64)) / 2
-    sq = ((arms - centre) ** 2).mean(-1)
+    sq = step_distance(arms, centre) ** 2 if metric == "step" else ((arms - centre) ** 2).mean(-1)
     lo, hi = 1e-4, 10.0
     for _ in range(60):
         mid = math.sqrt(lo * hi)
@@ -274,9 +360,19 @@ def _cases() -> dict[str, TestbedCase]:
         for trend in ("strong", "quick"):
             name = f"d{d}-drift-{trend}"
             cases[name] = TestbedCase(name, d, _log_like(d), _late(d), trend=trend, width=width)
+    for d, optimum in ((3, STEP_OPTIMUM_D3), (10, _linear_like(10))):
+        width = calibrated_width(d, optimum, metric="step")
+        for trend in ("mild", "strong"):
+            name = f"d{d}-step-{trend}"
+            cases[name] = TestbedCase(name, d, optimum, trend=trend, width=width, metric="step")
     return cases
 
 
-#: Every case: ``d{2,5,10}-{log,linear,corner}-{none,mild,strong,quick}`` (no corner at d = 2) and
-#: ``d{2,5,10}-drift-{strong,quick}`` (log-like to late optimum).
+#: The best schedule of the ``d3-step`` cases: two interior points, neither on an edge.
+STEP_OPTIMUM_D3 = (0.3, 0.65)
+
+
+#: Every case: ``d{2,5,10}-{log,linear,corner}-{none,mild,strong,quick}`` (no corner at d = 2),
+#: ``d{2,5,10}-drift-{strong,quick}`` (log-like to late optimum) and, compared by step functions
+#: (arms of any length), ``d{3,10}-step-{mild,strong}`` (two interior points best; nine, spread).
 CASES: dict[str, TestbedCase] = _cases()

@@ -23,8 +23,8 @@ import pandas as pd
 from tvolib.paper.analysis import as_float_list, mean_sem, require, training_phase
 from tvolib.paper.names import TRAINING_PHASES
 
-__all__ = ["GP_SOURCES", "arm_summary", "degenerate_share", "degenerate_by_phase", "with_chooser",
-           "protocol_ablation_table"]
+__all__ = ["GP_SOURCES", "adaptive_d_table", "arm_summary", "d_over_training", "degenerate_share",
+           "degenerate_by_phase", "with_chooser", "protocol_ablation_table"]
 
 #: Sources of arms chosen after a GP fit ("corner": the code's random replacement of a proposal
 #: at the all-lower corner, counted with the GP's choices because the GP made the proposal).
@@ -169,3 +169,72 @@ def testbed_summary(frame: pd.DataFrame) -> pd.DataFrame:
     random = table[table["protocol"] == "random arms"].set_index("case")["regret"]
     table["vs_random"] = table["regret"] / table["case"].map(random)
     return table
+
+
+def adaptive_d_table(frame: pd.DataFrame, adaptive: str = "gp_bandit_adaptive",
+                     time_columns: Sequence[str] = ("train_seconds", "eval_seconds", "bandit_seconds")) -> pd.DataFrame:
+    """The adaptive-d figure's table, per dataset: the bandit that chooses d (one run per seed)
+    beside every fixed-d schedule at each d and at its best d in hindsight (a grid over d: one run
+    per d and seed), with what each costs.
+
+    Args:
+        frame: a run frame (one row per run: ``dataset, schedule, d, seed, test_log_px, test_kl``
+            and the seconds of ``time_columns``, absent ones counted as 0), protocol series named
+            (:func:`tvolib.paper.analysis.with_series`).
+        adaptive: the adaptive schedule's name (its ``d`` is the most it may choose).
+        time_columns: the seconds a run costs (training, evaluation, the schedule's own rounds).
+
+    Returns:
+        Columns ``dataset, schedule, d, log_px, log_px_sem, kl, kl_sem, seeds, runs_per_seed,
+        minutes_per_seed``; ``d`` is ``"<= d_max"`` for the adaptive runs, the value for a fixed d,
+        and ``"best (d = k)"`` for the d of highest mean log p(x) (the grid's answer, its runs and
+        minutes those of the whole grid). Standard errors are over seeds.
+
+    Example:
+        >>> frame = pd.DataFrame({"dataset": "m", "seed": [0, 1] * 3, "test_kl": 1.0, "train_seconds": 60.0,
+        ...     "schedule": ["log"] * 4 + ["gp_bandit_adaptive"] * 2, "d": [2, 2, 5, 5, 5, 5],
+        ...     "test_log_px": [-100.0, -102.0, -99.0, -99.0, -98.0, -98.5]})
+        >>> adaptive_d_table(frame)[["schedule", "d", "log_px", "runs_per_seed"]].values.tolist()
+        [['gp_bandit_adaptive', '<= 5', -98.25, 1], ['log', '2', -101.0, 1], ['log', '5', -99.0, 1], ['log', 'best (d = 5)', -99.0, 2]]
+    """
+    require(frame, ["dataset", "schedule", "d", "seed", "test_log_px", "test_kl"], "adaptive_d_table")
+    present = [c for c in time_columns if c in frame.columns]
+    frame = frame.assign(_minutes=frame[present].fillna(0.0).sum(axis=1) / 60.0 if present else 0.0)
+    rows = []
+
+    def row(dataset, schedule, d, part, runs_per_seed, minutes):
+        lp, lp_sem, n = mean_sem(part["test_log_px"])
+        kl, kl_sem, _ = mean_sem(part["test_kl"])
+        return {"dataset": dataset, "schedule": schedule, "d": d, "log_px": lp, "log_px_sem": lp_sem, "kl": kl,
+                "kl_sem": kl_sem, "seeds": n, "runs_per_seed": runs_per_seed, "minutes_per_seed": minutes}
+
+    for dataset, data in frame.groupby("dataset", sort=False):
+        runs = data[data["schedule"] == adaptive]
+        if len(runs):
+            rows.append(row(dataset, adaptive, f"<= {int(runs['d'].max())}", runs, 1, float(runs["_minutes"].mean())))
+        for schedule in dict.fromkeys(s for s in data["schedule"] if s != adaptive):
+            grid = data[data["schedule"] == schedule]
+            by_d = {int(d): part for d, part in grid.groupby("d", sort=True)}
+            for d, part in by_d.items():
+                rows.append(row(dataset, schedule, str(d), part, 1, float(part["_minutes"].mean())))
+            best = max(by_d, key=lambda d: by_d[d]["test_log_px"].mean())
+            minutes = float(sum(part.groupby("seed")["_minutes"].sum().mean() for part in by_d.values()))
+            rows.append(row(dataset, schedule, f"best (d = {best})", by_d[best], len(by_d), minutes))
+    return pd.DataFrame(rows)
+
+
+def d_over_training(rounds: pd.DataFrame, keys: Sequence[str] = ("dataset", "seed")) -> pd.DataFrame:
+    """The ``d`` each window of an adaptive-d run trained: one row per round with ``*keys``,
+    ``start_epoch``, ``epoch`` (its end) and ``d`` (a rounds frame of
+    :class:`~tvolib.bandit.AdaptiveDBanditSchedule` runs).
+
+    Example:
+        >>> rounds = pd.DataFrame({"seed": 0, "round": [0, 1], "start_epoch": [0, 3], "epoch": [3, 6], "d": [4, 2]})
+        >>> d_over_training(rounds, ["seed"])["d"].tolist()
+        [4, 2]
+    """
+    require(rounds, [*keys, "start_epoch", "epoch", "d"], "d_over_training")
+    out = rounds[[*keys, "start_epoch", "epoch", "d"]].dropna(subset=["start_epoch", "epoch"]).copy()
+    for column in ("start_epoch", "epoch", "d"):
+        out[column] = out[column].astype(int)
+    return out.sort_values([*keys, "start_epoch"]).reset_index(drop=True)

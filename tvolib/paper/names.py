@@ -47,8 +47,8 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 #: Legend order of schedules; names not listed follow alphabetically.
-SCHEDULE_ORDER: tuple[str, ...] = ("linear", "log", "moments", "gp_bandit", "gp_bandit_tvolib", "gp_bandit_unsorted",
-                                   "gp_bandit_time_invariant", "random")
+SCHEDULE_ORDER: tuple[str, ...] = ("linear", "log", "moments", "gp_bandit", "gp_bandit_tvolib", "gp_bandit_adaptive",
+                                   "gp_bandit_unsorted", "gp_bandit_time_invariant", "random")
 
 SCHEDULE_LABELS: dict[str, str] = {
     "linear": "linear",
@@ -60,20 +60,21 @@ SCHEDULE_LABELS: dict[str, str] = {
     "bandit": "GP-bandit",
     "gp_bandit_unsorted": "GP-bandit (unsorted)",
     "gp_bandit_time_invariant": "GP-bandit (time-invariant)",
+    "gp_bandit_adaptive": "GP-bandit (adaptive d)",
     "random": "random",
 }
 
 #: Index into seaborn's "deep" palette per schedule.
 SCHEDULE_COLOURS: dict[str, int] = {"linear": 0, "log": 1, "log_uniform": 1, "moments": 2, "gp_bandit": 3,
                                     "bandit": 3, "gp_bandit_unsorted": 4, "gp_bandit_time_invariant": 6, "random": 7,
-                                    "gp_bandit_tvolib": 5}
+                                    "gp_bandit_tvolib": 5, "gp_bandit_adaptive": 9}
 #: Colours no named schedule uses, handed out in legend order to unnamed ones.
-SPARE_COLOURS: tuple[int, ...] = (8, 9)
+SPARE_COLOURS: tuple[int, ...] = (8,)
 
 SCHEDULE_MARKERS: dict[str, str] = {"linear": "o", "log": "s", "log_uniform": "s", "moments": "^",
                                     "gp_bandit": "D", "bandit": "D", "gp_bandit_unsorted": "v", "gp_bandit_time_invariant": "<",
-                                    "random": "X", "gp_bandit_tvolib": "P"}
-SPARE_MARKERS: tuple[str, ...] = ("*", "h", ">")
+                                    "random": "X", "gp_bandit_tvolib": "P", "gp_bandit_adaptive": "*"}
+SPARE_MARKERS: tuple[str, ...] = ("h", ">")
 
 #: Rows of the permutation table (Appendix D.4): the schedule name or a bool "sorted".
 GP_VARIANT_LABELS: dict[Any, str] = {

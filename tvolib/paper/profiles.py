@@ -377,7 +377,7 @@ _GPU = Profile(
                    batch_size=25, theta_init="uniform"),
     departures=(
         "sized to finish every figure and table on one GPU in at most 3 hours (the plan's cost model, "
-        "tvolib.runs.cost, estimates 2.4 h on one H200-class GPU with runs stacked; not yet timed end to end): "
+        "tvolib.runs.cost, estimates 2.6 h on one H200-class GPU with runs stacked; not yet timed end to end): "
         "the full datasets, batch 1000, S in {10, 50}, d in {2, 5, 10, 15}, 5 seeds as in the paper, but 100 "
         "epochs instead of 10,000; IWAE-1000 test evaluation every 25 epochs (paper: 5000 every 200); bandit "
         "window 3 epochs (+1 every 10 rounds) after a 10-epoch burn-in on the log schedule, so that the bandit "

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from tvolib.bandit.protocol import DEFAULT_PROTOCOL
 from tvolib.paper.profiles import Profile, get_profile
 from tvolib.training import PCFGConfig, RunConfig
-from tvolib.training.schedule import make_schedule
+from tvolib.training.schedule import VARIABLE_D_SCHEDULES, make_schedule
 
 __all__ = [
     "COMPARED_SCHEDULES",
@@ -47,6 +47,9 @@ __all__ = [
     "fig10_bandit_protocol",
     "fig11_bandit_budget",
     "fig12_bandit_testbed",
+    "fig13_adaptive_d",
+    "ADAPTIVE_D_FIXED",
+    "adaptive_d_config",
     "PROTOCOL_VARIANTS",
     "PROTOCOL_SERIES",
     "BUDGET_SERIES",
@@ -103,7 +106,9 @@ def tvo_config(
         bandit_options: schedule options of a windowed schedule, over the profile's (window,
             burn-in, random rounds): a protocol variant, another window. The GP bandits run the
             authors' code's protocol (``protocol="code"``, what the paper ran) unless these name
-            another: the schedule's own default is this package's protocol.
+            another: the schedule's own default is this package's protocol. The bandit that
+            chooses ``d`` (:data:`~tvolib.training.schedule.VARIABLE_D_SCHEDULES`, not in the
+            paper) takes the profile's windows and random rounds and keeps its own protocol.
 
     Returns:
         The validated config.
@@ -114,17 +119,19 @@ def tvo_config(
     """
     p = get_profile(profile)
     options: dict[str, Any] = {}
-    if schedule in WINDOWED_SCHEDULES:
+    if schedule in WINDOWED_SCHEDULES or schedule in VARIABLE_D_SCHEDULES:
         if p.bandit_window is not None:
             options["window"] = p.bandit_window
         if p.bandit_burn_in:
             options["burn_in"] = p.bandit_burn_in
-        if p.bandit_n_init is not None and schedule in GP_SCHEDULES:
+        if p.bandit_n_init is not None and (schedule in GP_SCHEDULES or schedule in VARIABLE_D_SCHEDULES):
             options["n_init"] = p.bandit_n_init
-        options["protocol"] = "code"
+        if schedule in WINDOWED_SCHEDULES:
+            options["protocol"] = "code"
         options.update(bandit_options or {})
     elif bandit_options:
-        raise ValueError(f"bandit_options apply to the schedules {WINDOWED_SCHEDULES}; got schedule {schedule!r}")
+        raise ValueError(f"bandit_options apply to the schedules {WINDOWED_SCHEDULES + VARIABLE_D_SCHEDULES}; "
+                         f"got schedule {schedule!r}")
     return RunConfig(
         model=model,
         dataset=dataset,
@@ -454,6 +461,27 @@ def fig12_bandit_testbed(profile: Profile | str) -> list[Any]:
     return []
 
 
+#: The fixed-d series of the adaptive-d figure, every d of the profile (Fig 4's runs, shared).
+ADAPTIVE_D_FIXED: tuple[str, ...] = ("log", "moments", "gp_bandit", *PROTOCOL_SERIES)
+
+
+def adaptive_d_config(profile: Profile | str, dataset: str, seed: int) -> RunConfig:
+    """The adaptive-d bandit's run on ``dataset`` (VAE, the profile's first S): ``d`` up to the
+    profile's largest, its windows and random rounds, this package's protocol."""
+    p = get_profile(profile)
+    return tvo_config(p, model="vae", dataset=dataset, schedule="gp_bandit_adaptive", d=max(p.d_values),
+                      S=p.S_values[0], seed=seed)
+
+
+def fig13_adaptive_d(profile: Profile | str) -> list[Any]:
+    """The bandit that chooses d (not in the paper; its conclusion names it as future work): one
+    run per dataset and seed of :func:`adaptive_d_config` on MNIST and Fashion-MNIST, beside Fig 4's
+    runs of :data:`ADAPTIVE_D_FIXED` at every d of the profile and its first S (shared configs)."""
+    p = get_profile(profile)
+    fixed = _grid(p, VAE_DATASETS, ADAPTIVE_D_FIXED, S_values=p.S_values[:1])
+    return fixed + [adaptive_d_config(p, dataset, seed) for dataset in VAE_DATASETS for seed in p.seeds]
+
+
 FIGURES: dict[str, Callable[[Profile | str], list[Any]]] = {
     "fig1_tvo_integrand": fig1_tvo_integrand,
     "fig2_reward_surface": fig2_reward_surface,
@@ -469,6 +497,7 @@ FIGURES: dict[str, Callable[[Profile | str], list[Any]]] = {
     "fig10_bandit_protocol": fig10_bandit_protocol,
     "fig11_bandit_budget": fig11_bandit_budget,
     "fig12_bandit_testbed": fig12_bandit_testbed,
+    "fig13_adaptive_d": fig13_adaptive_d,
 }
 
 #: Former names still accepted by :func:`resolve_figure` (and so by ``python -m tvolib run``).

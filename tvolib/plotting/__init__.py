@@ -13,9 +13,11 @@ module            figures
 ``metrics``       Figs 4, 5, 7, 8 (:func:`plot_metric_vs_d`) and Fig 9 (:func:`plot_training_curves`)
 ``pcfg_kl``       Fig 6 (:func:`plot_pcfg`)
 ``testbed``       Fig 12, the bandit's test bed (:func:`plot_testbed`)
+``adaptive``      Fig 13, the bandit that chooses d (:func:`plot_adaptive_d`)
 ``save``          :func:`save_figure` (PDF + PNG) and :func:`save_table` (CSV + Markdown)
 ================  ==========================================================================
 """
+from tvolib.plotting.adaptive import plot_adaptive_d
 from tvolib.plotting.bandit import (
     RewardPanel,
     plot_bandit_budget,
@@ -34,6 +36,7 @@ __all__ = [
     "IntegrandPanel",
     "RewardPanel",
     "pcfg_palette",
+    "plot_adaptive_d",
     "plot_bandit_budget",
     "plot_betas_over_time",
     "plot_integrand",

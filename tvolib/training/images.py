@@ -32,7 +32,8 @@ from tvolib.training.evaluate import evaluate
 from tvolib.training.fields import bad_field, check_integers, check_positive_numbers, check_seeds
 from tvolib.training.loop import RunResult, Task, derived_seed, run
 from tvolib.training.schedule import (
-    BANDIT_SCHEDULES, SCHEDULES, canonical_options, config_digest, make_schedule, schedule_option_names,
+    BANDIT_SCHEDULES, SCHEDULES, VARIABLE_D_SCHEDULES, canonical_options, config_digest, make_schedule,
+    schedule_option_names,
 )
 from tvolib.tvo import EvidenceSpec, log_evidence
 
@@ -79,7 +80,10 @@ class RunConfig(ExperimentConfig):
     """Everything that determines a TVO training run (and hence its results folder, :meth:`digest`).
 
     ``d`` counts the left points including ``beta_0 = 0`` (as the authors' code); it is ignored
-    unless the objective starts with ``"tvo"`` (other objectives get the ELBO point ``[0]``).
+    unless the objective starts with ``"tvo"`` (other objectives get the ELBO point ``[0]``). For
+    ``schedule="gp_bandit_adaptive"``, which chooses the number of points every round, ``d`` is the
+    most it may choose (its ``d_max``; ``d_min`` and the rest are ``schedule_options``), and the run
+    trains alone, never in a stack (:func:`~tvolib.training.many.stack_key`).
     ``log_beta1`` is ``beta_1``, the first non-zero point of the ``log`` schedule (its name is kept
     so that results folders keep their names). ``schedule_options`` / ``model_options`` are extra
     keyword arguments for the schedule's constructor / ``build_model``, stored as a sorted tuple of
@@ -183,6 +187,10 @@ class RunConfig(ExperimentConfig):
         if unknown:
             raise ValueError(f"RunConfig.model_options has unknown names {unknown} for model {self.model!r}; "
                              f"accepted: {model_accepts}")
+        if self.schedule in VARIABLE_D_SCHEDULES and "d_max" in dict(self.schedule_options):
+            raise ValueError(f"RunConfig.schedule_options['d_max'] is not accepted for schedule {self.schedule!r}: "
+                             f"its d_max is RunConfig.d (now {self.d}); set d={dict(self.schedule_options)['d_max']} "
+                             "instead, so that one run has one config")
         accepted = schedule_option_names(self.schedule)
         unknown = [k for k, _ in self.schedule_options if accepted is not None and k not in accepted]
         if unknown:

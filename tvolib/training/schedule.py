@@ -2,8 +2,10 @@
 
 Names: ``linear`` and ``log`` (fixed, :mod:`tvolib.tvo`), ``moments`` (:mod:`tvolib.schedules`),
 ``gp_bandit`` (Algorithm 1), its ablations ``gp_bandit_unsorted`` and
-``gp_bandit_time_invariant``, and ``random`` (random search with the bandit's windows), all
-from :mod:`tvolib.bandit`. Objectives outside the TVO family train with the ELBO point ``[0]``.
+``gp_bandit_time_invariant``, ``random`` (random search with the bandit's windows), and
+``gp_bandit_adaptive`` (the bandit that also chooses ``d`` every round, up to the config's ``d``:
+:class:`~tvolib.bandit.AdaptiveDBanditSchedule`), all from :mod:`tvolib.bandit`. Objectives
+outside the TVO family train with the ELBO point ``[0]``.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from tvolib.bandit import PROTOCOLS, GPBanditSchedule, RandomSchedule
+from tvolib.bandit import PROTOCOLS, AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule
 from tvolib.checks import plain_value
 from tvolib.schedules import FixedSchedule, MomentsSchedule, Schedule
 from tvolib.tvo import linear, log_uniform
@@ -24,6 +26,7 @@ __all__ = [
     "BANDIT_REVISION",
     "BANDIT_SCHEDULES",
     "SCHEDULES",
+    "VARIABLE_D_SCHEDULES",
     "canonical_options",
     "config_digest",
     "make_schedule",
@@ -36,7 +39,11 @@ __all__ = [
 #: per-point scaling. 5: the code's upper corner guard and the ``"tvolib"`` protocol.
 #: Part of the bandit runs' config digests, so their cached results are not reused.
 BANDIT_REVISION = GPBanditSchedule.REVISION
-BANDIT_SCHEDULES: tuple[str, ...] = ("gp_bandit", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random")
+BANDIT_SCHEDULES: tuple[str, ...] = ("gp_bandit", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random",
+                                     "gp_bandit_adaptive")
+#: Schedules whose length changes between epochs: the config's ``d`` is their largest (``d_max``),
+#: and their runs train alone, never in a stack (whose runs share one ``d``).
+VARIABLE_D_SCHEDULES: tuple[str, ...] = ("gp_bandit_adaptive",)
 
 
 def _fixed_linear(d: int, beta_1: float, seed: int, options: dict[str, Any], device: Any) -> Schedule:
@@ -63,6 +70,12 @@ def _random(d: int, beta_1: float, seed: int, options: dict[str, Any], device: A
     return RandomSchedule(d, seed=seed, **options)
 
 
+def _adaptive(d: int, beta_1: float, seed: int, options: dict[str, Any], device: Any) -> Schedule:
+    """The config's ``d`` is ``d_max``: the most left points the run may train with."""
+    extra = {} if device is None else {"device": device}
+    return AdaptiveDBanditSchedule(d, seed=seed, **{**extra, **options})
+
+
 #: name -> (builder, schedule class, keyword arguments the builder sets itself).
 _REGISTRY: dict[str, tuple[Callable[..., Schedule], type[Schedule] | None, tuple[str, ...]]] = {
     "linear": (_fixed_linear, None, ()),
@@ -72,6 +85,7 @@ _REGISTRY: dict[str, tuple[Callable[..., Schedule], type[Schedule] | None, tuple
     "gp_bandit_unsorted": (_bandit(False, True), GPBanditSchedule, ("d", "sort", "time_varying", "seed")),
     "gp_bandit_time_invariant": (_bandit(True, False), GPBanditSchedule, ("d", "sort", "time_varying", "seed")),
     "random": (_random, RandomSchedule, ("d", "seed")),
+    "gp_bandit_adaptive": (_adaptive, AdaptiveDBanditSchedule, ("d", "d_max", "sort", "seed")),
 }
 SCHEDULES: tuple[str, ...] = tuple(_REGISTRY)
 
@@ -90,7 +104,7 @@ def make_schedule(
 
     Args:
         name: one of :data:`SCHEDULES`.
-        d: left points including ``b_0 = 0``.
+        d: left points including ``b_0 = 0`` (the most, ``d_max``, for :data:`VARIABLE_D_SCHEDULES`).
         beta_1: first non-zero point of ``log`` (``log_uniform(d, beta_1)``).
         seed: seeds the bandit's and random search's own generator.
         options: extra keyword arguments for the schedule's constructor.

@@ -26,6 +26,7 @@ from tvolib.stacked.evaluate import DEFAULT_MAX_ELEMENTS, max_elements_for
 from tvolib.stacked.objectives import left_points, stacked_loss
 from tvolib.stacked.optim import StackedAdam
 from tvolib.training.images import SCHEDULE_LOG_WEIGHT_EXAMPLES, ImageTask, RunConfig, build_schedule
+from tvolib.training.schedule import VARIABLE_D_SCHEDULES
 from tvolib.training.loop import RunResult, Task, derived_seed, finish
 from tvolib.training.run_folder import RunFolder
 from tvolib.tvo import EvidenceSpec
@@ -178,6 +179,11 @@ class Stack:
 
     def __init__(self, configs: Sequence[RunConfig], names: Sequence[str], device: torch.device,
                  data_root: str | Path | None, compile: bool = False) -> None:
+        alone = [c.digest() for c in configs if c.uses_schedule and c.schedule in VARIABLE_D_SCHEDULES]
+        if alone:
+            raise ValueError(f"runs {alone} train with a schedule whose d changes between epochs "
+                             f"({', '.join(VARIABLE_D_SCHEDULES)}), but a stack's runs share one d: train them "
+                             "alone (train_many and the runner do)")
         first = configs[0]
         data = load_dataset(first.dataset, data_root, n_train=first.n_train, n_test=first.n_test,
                             seed=first.data_seed)

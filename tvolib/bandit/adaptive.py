@@ -1,0 +1,331 @@
+"""A GP bandit that chooses the number of partitions ``d`` as well as the points, every round.
+
+The paper's conclusion leaves this open: its bandit, like every other schedule, takes ``d`` as a
+hyperparameter fixed for the whole run. :class:`AdaptiveDBanditSchedule` chooses, at the end of
+every window, a schedule of any ``d`` in ``[d_min, d_max]``: a pair ``(d, arm of d - 1 points)``.
+
+The surrogate: one GP over schedules of every length
+----------------------------------------------------
+The TVO sees a schedule only through its left Riemann sum, ``int_0^1 f(s_b(u)) du`` with ``s_b``
+the schedule's left-Riemann step function (:mod:`tvolib.bandit.embedding`). So one GP compares
+schedules of every length by comparing their step functions: its arm kernel is
+
+    k_b(b, b') = exp(-||phi(b) - phi(b')||^2 / (2 l^2)),
+    ||phi(b) - phi(b')||^2 ~ int_0^1 (h(s_b(u)) - h(s_b'(u)))^2 du,
+
+with ``phi`` the step function, smoothed, log-warped (``h``) and evaluated on a grid of 100
+betas (:class:`~tvolib.bandit.kernels.StepFunctionKernel`). The rest of the GP is the package's:
+``k = (1 - phi_trend) k_b k_T + phi_trend k_trend`` with the paper's time kernel ``k_T`` and the
+``tvolib`` protocol's trend (:class:`~tvolib.bandit.model.BanditGP`), hyperparameters by type-II
+ML (:func:`~tvolib.bandit.fit.fit_ml`), rewards standardised, windows and rewards of
+:class:`~tvolib.bandit.base.BanditScheduleBase`. Why one GP over an embedding rather than a
+hierarchy (first ``d``, then the points by a GP per ``d``):
+
+* every reward informs every ``d``: a ``d = 5`` arm whose points bunch up is (up to the 1e-4 gaps
+  of the projection) a ``d = 3`` schedule, and its reward tells the GP about ``d = 3`` too; a
+  hierarchy splits the rounds between ``d_max - d_min + 1`` GPs, each with a few observations;
+* the embedding is invariant to permutations of the points (sorted by construction) and to points
+  tied with a neighbour, and defined for any ``d``: the GP's input is the arm padded to
+  ``d_max - 1`` points by repeating its largest (:func:`~tvolib.bandit.embedding.pad_arm`),
+  which adds intervals of width zero and leaves ``phi`` as it is;
+* the kernel is positive definite (a squared exponential of a feature map) and differentiable in
+  the points (smoothed steps), so BoTorch's L-BFGS-B acquisition runs on it unchanged.
+
+The acquisition
+---------------
+GP-UCB of the arm effect (Eq. 17, :class:`~tvolib.bandit.acquisition.GPUCB`) at the next round's
+time, for each ``d`` in ``[d_min, d_max]`` over that ``d``'s arm domain (the staggered domain of
+the ``tvolib`` and ``code`` protocols, ``[lo, hi k / (d - 1)]``), through
+:class:`~tvolib.bandit.acquisition.PaddedArms`. One budget serves every ``d``: random arms of each
+domain are scored, and the best of all of them start L-BFGS-B in their own ``d``'s domain. Every
+value is the same GP's at the same time, so they compare across ``d``. Then parsimony:
+
+* ``d`` is the smallest whose best value is within ``margin`` of the largest,
+  ``margin = d_tolerance sqrt(kappa (1 - phi_trend))``: ``d_tolerance`` (0.2) of the exploration
+  bonus of an arm the GP knows nothing about (``sqrt(kappa)`` times the arm effect's prior
+  standard deviation, ``sqrt(1 - phi_trend)``, 1 without a trend);
+* points of the chosen arm are dropped one at a time (each time the one whose loss costs least),
+  while its value stays within the same ``margin`` of the largest and ``d >= d_min``.
+
+Without them every tie goes to the largest ``d``: a schedule of more points can copy one of fewer
+by tying points, so the largest ``d``'s best value is never below a smaller one's but for the
+acquisition's noise, and the search would drift to ``d_max`` whether or not the points help. A
+dropped point can leave an arm outside its new ``d``'s staggered domain (still in the box); the
+domain only shapes where random arms and the acquisition search.
+
+The random rounds draw ``d`` uniformly from ``[d_min, d_max]``, then an arm from its domain. The
+corner guards are the code's two pseudo-observations: every point on ``lo`` and every point on
+the box's upper bound, i.e. (padded) the two-point schedules ``[0, lo]`` and ``[0, hi]``; a
+proposal at its domain's all-lower corner is replaced by a random round's arm, as in
+:class:`~tvolib.bandit.scheduler.GPBanditSchedule`.
+
+On the test bed (:mod:`tvolib.bandit.testbed`) it trains ``d = 3`` on most seeds of the case
+whose best schedule has two interior points (``d3-step-mild``), with lower regret than the
+``d = 10`` bandit there. Where nine spread points are best (``d10-step-mild``) it stops at
+``d = 3`` to 5: in a run's few dozen noisy rounds the GP does not learn what the further points
+gain, and parsimony drops them. Its regret there (0.7) is below the ``d = 3`` bandit's (0.97) but
+above the ``d = 10`` bandit's (0.46). ``d_tolerance`` trades the two: at 0.1 it trains 5 to 6
+points on the second case (regret 0.54) and 3 to 5 on the first (tests/bandit/test_adaptive.py).
+
+Example:
+    >>> sched = AdaptiveDBanditSchedule(d_max=6, window=2, seed=0, device="cpu")
+    >>> sched.step(0, evidence=-100.0)
+    >>> sched.step(1, evidence=-99.0); sched.step(2, evidence=-98.0)
+    >>> row = sched.history()[0]
+    >>> row["d"] == len(row["arm"]) + 1 and 2 <= row["next_d"] <= 6
+    True
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+from gpytorch.priors import LogNormalPrior
+from torch import Tensor
+
+from ..checks import check_finite_float, check_int
+from ..tvo import log_uniform
+from .acquisition import GPUCB, PaddedArms, acquisition_budget, maximize_ucb
+from .embedding import pad_arm
+from .fit import fit_map, fit_ml
+from .kernels import StepFunctionKernel
+from .model import BanditGP, training_data
+from .posterior import observations
+from .protocol import DEFAULT_PROTOCOL, ml_bounds, size_defaults, staggered_upper
+from .scheduler import GPBanditSchedule
+
+__all__ = ["EMBEDDING_DIAMETER", "AdaptiveDBanditSchedule"]
+
+#: About the largest distance between step-function embeddings of arms of the default domain (box
+#: ``[0.05, 0.95]``, staggered, ``d = 2..10``: 0.47 on random arms; at most 0.58 for any
+#: schedules): the ML fit bounds the embedding's length scale by the protocol's bounds for a
+#: domain of diameter 1 times this.
+EMBEDDING_DIAMETER = 0.5
+
+
+class AdaptiveDBanditSchedule(GPBanditSchedule):
+    """GP-bandit schedule choosing ``d`` in ``[d_min, d_max]`` and the points every round (module docstring).
+
+    Args:
+        d_max: the largest number of left points, ``b_0 = 0`` included (>= 3).
+        d_min: the smallest (>= 2, below ``d_max``).
+        d_tolerance: the parsimony margin as a share of an unknown arm's exploration bonus (>= 0;
+            module docstring): the GP-UCB value a point must add to be kept.
+        n_init: random rounds until this many finite observations (default: the protocol's for a
+            fixed ``d = d_min + 3``, 15 for ``d_min = 2``: the GP's input, the step function, does
+            not grow with ``d_max``).
+        max_observations: default the protocol's for ``d = d_max``.
+        **options: every other keyword of :class:`~tvolib.bandit.GPBanditSchedule` but ``d`` and
+            ``sort`` (the embedding is permutation invariant by construction); ``ml_bounds``
+            names the length-scale bounds for a domain of diameter 1, stretched to the
+            embedding's (:data:`EMBEDDING_DIAMETER`).
+
+    Attributes:
+        d: the number of left points trained now (``len(current())``), changing between rounds.
+        d_max, d_min: the range.
+        n_arm: the GP's arm columns, ``d_max - 1`` (arms are padded to it).
+
+    Every round of :meth:`history` records the ``d`` it trained (``d``), the next one (``next_d``),
+    ``d_min``, ``d_max``, and for GP rounds the best GP-UCB value found for each ``d``
+    (``acq_by_d``, standardised units) and the points parsimony dropped (``points_dropped``).
+    """
+
+    def __init__(self, d_max: int, *, d_min: int = 2, d_tolerance: float = 0.2, n_init: int | None = None,
+                 max_observations: int | None = None, **options: Any) -> None:
+        self.d_max, self.d_min = self._check_range(d_max, d_min)
+        self.d_tolerance = check_finite_float("d_tolerance", d_tolerance, minimum=0.0)
+        for name in ("d", "sort"):
+            if name in options:
+                raise ValueError(f"{type(self).__name__} takes no {name!r}: it chooses d in [d_min, d_max] every "
+                                 "round, and its embedding is invariant to the points' order by construction")
+        protocol = options.get("protocol", DEFAULT_PROTOCOL)
+        super().__init__(
+            self.d_max,
+            n_init=size_defaults(protocol, self.d_min + 3)[0] if n_init is None else n_init,
+            max_observations=size_defaults(protocol, self.d_max)[1] if max_observations is None else max_observations,
+            **options,
+        )
+        self._arm = self._random_round_arm().tolist()
+
+    @staticmethod
+    def _check_range(d_max: Any, d_min: Any) -> tuple[int, int]:
+        d_min = check_int("d_min (the fewest left points, b_0 = 0 included)", d_min, 2)
+        d_max = check_int("d_max (the most left points, b_0 = 0 included)", d_max, 3)
+        if d_max <= d_min:
+            raise ValueError(f"d_max must exceed d_min for d to be chosen; got d_min={d_min}, d_max={d_max} "
+                             f"(a fixed d is GPBanditSchedule(d=...))")
+        return d_max, d_min
+
+    def _domain_upper(self, d: int) -> tuple[float, ...]:
+        """Upper bounds of the sorted arm's coordinates for ``d`` left points (the protocol's domain)."""
+        if self.arm_domain == "staggered":
+            return staggered_upper(d, *self.box)
+        return (self.box[1],) * (d - 1)
+
+    # ----- the Schedule interface ------------------------------------------------------------
+    @property
+    def d(self) -> int:
+        return len(self._arm) + 1
+
+    @property
+    def arm_sizes(self) -> range:
+        return range(self.d_min - 1, self.d_max)
+
+    def current(self) -> Tensor:
+        if self.burn_in_schedule == "log" and self.in_burn_in:
+            return log_uniform(self.d)
+        return super().current()
+
+    # ----- arms ------------------------------------------------------------------------------
+    def _random_arm(self, d: int | None = None) -> Tensor:
+        """A uniform draw in the domain of ``d`` left points (default ``d_max``), finalised."""
+        d = self.d_max if d is None else d
+        span = torch.tensor(self._domain_upper(d), dtype=torch.float64) - self.lo
+        raw = self.lo + span * torch.rand(d - 1, generator=self._gen, dtype=torch.float64)
+        return self._finalise_arm(raw)
+
+    def _random_round_arm(self) -> Tensor:
+        """A random round's arm: ``d`` uniform in ``[d_min, d_max]``, then a uniform arm of its domain."""
+        d = int(torch.randint(self.d_min, self.d_max + 1, (1,), generator=self._gen))
+        return self._random_arm(d)
+
+    def _padded_history(self) -> list[dict[str, Any]]:
+        return [{**row, "arm": pad_arm(row["arm"], self.n_arm)} for row in self._history]
+
+    def _at_lower_corner(self, arm: Tensor) -> bool:
+        return bool((arm <= self.lo + self._gap * (arm.numel() - 1) + 1e-12).all())
+
+    def _choose_next(self) -> dict[str, Any]:
+        arms, rounds, rewards = observations(self._padded_history(), max_observations=self.max_observations)
+        if rewards.numel() < self.n_init:
+            self._arm = self._random_round_arm().tolist()
+            return {**self._empty_decision("random"), "acq_by_d": None, "next_d": self.d, "points_dropped": None}
+        t_pred = self._round + 1
+        data = training_data(
+            arms, rounds, rewards, lo=self.lo, hi=self.hi, t_pred=t_pred, standardize=self.standardize,
+            guards=self.corner_arms() if self.corner_guards else None, device=self.device,
+        )
+        gp = self._gp()
+        gp.set_train_data(data.X, data.y)
+        if self.fit == "map":
+            fit = fit_map(gp, maxiter=self.fit_maxiter)
+        else:
+            fit = fit_ml(gp, n_starts=self.ml_starts, generator=self._gen, maxiter=self.fit_maxiter,
+                         bounds=self.lengthscale_bounds())
+        self._hp = fit.hyperparameters
+        kappa = self.current_kappa(self._round + 1, int(rewards.numel()))
+        round_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=self._gen))
+        start = time.perf_counter()
+        best = self._maximise(gp, kappa, round_seed)
+        acq_seconds = time.perf_counter() - start
+        values = {d: value for d, (_, value) in best.items()}
+        top = max(values.values())
+        margin = self.d_tolerance * math.sqrt(kappa * (1.0 - (fit.hyperparameters.trend_share if self.trend else 0.0)))
+        d = min(k for k, v in values.items() if v >= top - margin)
+        x, value, n_dropped = self._simplify(gp, kappa, *best[d], top - margin)
+        arm, source = self._finalise_arm(self.lo + (self.hi - self.lo) * x.cpu()), "gp"
+        if self.corner_guards and self._at_lower_corner(arm):
+            arm, source = self._random_round_arm(), "corner"
+        self._arm = arm.tolist()
+        hp = fit.hyperparameters
+        return {
+            "source": source, "lengthscale": hp.lengthscale, "omega": hp.omega if self.time_varying else 0.0,
+            "rho": hp.rho, "noise": hp.noise, "trend_share": hp.trend_share if self.trend else None,
+            "trend_lengthscale": hp.trend_lengthscale if self.trend else None, "kappa": kappa,
+            "acq_value": value, "fit_seconds": fit.seconds, "acq_seconds": acq_seconds, "fit_ok": fit.ok,
+            "fit_evals": fit.n_evals, "n_obs": int(rewards.numel()), "n_dropped": data.n_dropped,
+            "t_origin": data.t_origin, "t_pred": t_pred, "y_mean": data.y_mean, "y_std": data.y_std,
+            "acq_by_d": [values[k] for k in sorted(values)], "next_d": self.d, "points_dropped": n_dropped,
+        }
+
+    def _simplify(self, gp: BanditGP, kappa: float, x: Tensor, value: float, floor: float
+                  ) -> tuple[Tensor, float, int]:
+        """Drop points of the maximiser ``x`` (normalised; GP-UCB ``value``) one at a time, each time
+        the one whose loss costs the least GP-UCB, while the value stays at or above ``floor`` and
+        ``d >= d_min``. Returns the arm, its value and the number of points dropped."""
+        dropped = 0
+        while x.numel() + 1 > self.d_min:
+            keep = ~torch.eye(x.numel(), dtype=torch.bool, device=x.device)
+            candidates = x.expand(x.numel(), -1)[keep].reshape(x.numel(), x.numel() - 1)
+            t = torch.ones(x.numel(), 1, 1, dtype=x.dtype, device=x.device)
+            with torch.no_grad():
+                values = GPUCB(PaddedArms(gp, x.numel() - 1), kappa)(torch.cat([candidates.unsqueeze(-2), t], -1))
+            k = int(torch.argmax(values))
+            if float(values[k]) < floor:
+                break
+            x, value, dropped = candidates[k], float(values[k]), dropped + 1
+        return x, value, dropped
+
+    def _gp(self) -> BanditGP:
+        """The GP of the module docstring (the step-function kernel in place of the sorted one)."""
+        prior = None
+        if self.fit == "map":  # the package's dimension-scaled prior, for a domain of the embedding's diameter
+            prior = LogNormalPrior(math.sqrt(2) + math.log(EMBEDDING_DIAMETER), math.sqrt(3))
+        kernel = StepFunctionKernel(self.lo, self.hi, lengthscale_prior=prior)
+        return BanditGP(self.n_arm, time_varying=self.time_varying, hyperparameters=self._hp,
+                        priors=self.fit == "map", trend=self.trend, spatial=kernel, device=self.device)
+
+    def lengthscale_bounds(self) -> dict[str, tuple[float, float]]:
+        """Bounds of the ML fit: the protocol's (``ml_bounds``) for a domain of diameter 1, the length
+        scale stretched to the embedding's diameter (:data:`EMBEDDING_DIAMETER`).
+
+        Example:
+            >>> AdaptiveDBanditSchedule(5, device="cpu").lengthscale_bounds()["lengthscale"]
+            (0.05, 0.5)
+        """
+        bounds = ml_bounds(self.ml_bounds, 1)
+        lo, hi = bounds["lengthscale"]
+        return {**bounds, "lengthscale": (round(lo * EMBEDDING_DIAMETER, 12), round(hi * EMBEDDING_DIAMETER, 12))}
+
+    def _maximise(self, gp: BanditGP, kappa: float, seed: int) -> dict[int, tuple[Tensor, float]]:
+        """The best arm found and its GP-UCB value for each ``d`` (normalised units, ``d - 1`` points).
+
+        One budget for all ``d``: ``raw_samples`` uniform arms of each ``d``'s domain (default
+        :func:`~tvolib.bandit.acquisition.acquisition_budget` of its ``d - 1`` points) are scored
+        by GP-UCB; the ``num_restarts`` best of all of them (default the budget of ``d_max - 1``
+        points) start L-BFGS-B (:func:`~tvolib.bandit.acquisition.maximize_ucb`), each in its own
+        ``d``'s domain. A ``d`` whose samples start no restart keeps its best sample.
+        """
+        generator = torch.Generator().manual_seed(seed)
+        X = gp._require_data()[0]
+        best: dict[int, tuple[Tensor, float]] = {}
+        screened: list[tuple[float, int, Tensor]] = []
+        for d in range(self.d_min, self.d_max + 1):
+            view, upper = PaddedArms(gp, d - 1), self._normalised_upper(d).to(X)
+            n_raw = self.raw_samples or acquisition_budget(d - 1)[0]
+            arms = torch.rand(n_raw, d - 1, generator=generator, dtype=torch.float64).to(X) * upper
+            with torch.no_grad():
+                values = GPUCB(view, kappa)(torch.cat([arms, torch.ones_like(arms[:, :1])], -1).unsqueeze(-2))
+            k = int(torch.argmax(values))
+            best[d] = (arms[k], float(values[k]))
+            screened += [(float(v), d, a) for v, a in zip(values, arms)]
+        n_starts = min(self.num_restarts or acquisition_budget(self.n_arm)[1], len(screened))
+        starts = sorted(screened, key=lambda item: -item[0])[:n_starts]
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        for d in sorted({d for _, d, _ in starts}):
+            initial = torch.stack([a for _, k, a in starts if k == d])
+            with torch.random.fork_rng(devices=devices):  # BoTorch's randomness: seeded, global RNG untouched
+                torch.manual_seed(seed + d)
+                x, value = maximize_ucb(PaddedArms(gp, d - 1), t_norm=1.0, kappa=kappa, seed=seed + d,
+                                        maxiter=self.acq_maxiter, upper=self._normalised_upper(d), initial=initial)
+            if value > best[d][1]:
+                best[d] = (x, value)
+        return best
+
+    def _normalised_upper(self, d: int) -> Tensor:
+        """The upper bounds of ``d``'s domain in the GP's normalised units."""
+        return (torch.tensor(self._domain_upper(d), dtype=torch.float64) - self.lo) / (self.hi - self.lo)
+
+    # ----- records and state -----------------------------------------------------------------
+    def _config_row(self) -> dict[str, Any]:
+        row = super()._config_row()
+        row.update(d=self.d, d_min=self.d_min, d_max=self.d_max, upper=list(self._domain_upper(self.d)))
+        del row["coordinate_scale"]  # the sorted kernel's; the step-function kernel has none
+        return row
+
+    def _config(self) -> dict[str, Any]:
+        cfg = super()._config()
+        cfg.update(d_min=self.d_min, d_tolerance=self.d_tolerance)
+        return cfg
