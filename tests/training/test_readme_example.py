@@ -6,6 +6,17 @@ from tvolib.models import build_model
 from tvolib.tvo import log_evidence, tvo_bound
 
 
+def _tvo_step(model, optimizer, x, betas, evidence_spec) -> float:
+    """One Adam step on the TVO bound at ``betas``; returns the batch's mean log-evidence."""
+    log_p, log_q = model.log_joint_and_q(x, 4, reparam=True)
+    log_w = log_p - log_q
+    loss = -tvo_bound(log_w, betas).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return log_evidence(log_w.detach(), evidence_spec).mean().item()
+
+
 def test_bandit_drives_a_hand_written_training_loop():
     torch.manual_seed(0)
     model = build_model("vae")
@@ -17,15 +28,7 @@ def test_bandit_drives_a_hand_written_training_loop():
     for epoch in range(1, 9):
         betas = schedule.current()
         used.append(betas.clone())
-        evidences = []
-        for x in loader:
-            log_p, log_q = model.log_joint_and_q(x, 4, reparam=True)
-            log_w = log_p - log_q
-            loss = -tvo_bound(log_w, betas).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            evidences.append(log_evidence(log_w.detach(), schedule.evidence_spec).mean().item())
+        evidences = [_tvo_step(model, optimizer, x, betas, schedule.evidence_spec) for x in loader]
         schedule.step(epoch, evidence=sum(evidences) / len(evidences))
     rounds = schedule.history()
     assert len(rounds) >= 6  # one round per 1-epoch window (early updates can only add rounds)
@@ -51,11 +54,5 @@ def test_the_adaptive_bandit_drives_the_same_loop_with_changing_lengths():
         betas = schedule.current()
         lengths.append(len(betas))
         assert len(betas) == schedule.d and betas[0] == 0 and (betas[1:] > betas[:-1]).all()
-        log_p, log_q = model.log_joint_and_q(x_all, 4, reparam=True)
-        log_w = log_p - log_q
-        loss = -tvo_bound(log_w, betas).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        schedule.step(epoch, evidence=log_evidence(log_w.detach(), schedule.evidence_spec).mean().item())
+        schedule.step(epoch, evidence=_tvo_step(model, optimizer, x_all, betas, schedule.evidence_spec))
     assert len(set(lengths)) > 1 and any(r["source"] == "gp" for r in schedule.history())
