@@ -13,7 +13,8 @@ from tvolib.bandit.acquisition import PaddedArms
 from tvolib.bandit.embedding import pad_arm, step_embedding
 from tvolib.bandit.kernels import StepFunctionKernel
 from tvolib.bandit.model import BanditGP
-from tvolib.bandit.testbed import CASES, RANDOM_REGRET, arm_value, calibrated_width, run_case, step_distance
+from tvolib.bandit.testbed import (CASES, RANDOM_REGRET, ScheduleFactory, arm_value, calibrated_width, run_case,
+                                   run_cases, step_distance)
 from tvolib.tvo import validate_schedule
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny GPs gain nothing from threads
@@ -235,9 +236,17 @@ def test_run_case_takes_any_d_on_step_cases_and_reports_it():
 BUDGET = dict(raw_samples=128, num_restarts=4, device="cpu")
 
 
-def _regrets(case_name: str, make, seeds) -> list:
+def _results(case_name: str, factories: dict, seeds) -> dict:
+    """label -> the case's results per seed, every (label, seed) run in one pool of two workers."""
     case = CASES[case_name]
-    return [run_case(case, lambda s: make(case, s), seed) for seed in seeds]
+    jobs = [(case, factory, seed) for factory in factories.values() for seed in seeds]
+    results = run_cases(jobs, max_workers=2)
+    n = len(seeds)
+    return {label: results[i * n:(i + 1) * n] for i, label in enumerate(factories)}
+
+
+def _factory(cls, d: int, case_name: str) -> ScheduleFactory:
+    return ScheduleFactory(cls, d, tuple(sorted({"window": CASES[case_name].window, **BUDGET}.items())))
 
 
 @pytest.mark.slow
@@ -245,10 +254,9 @@ def test_where_two_interior_points_are_best_it_trains_three_and_beats_the_ten_po
     """``d3-step-mild``: the best schedule is [0, 0.3, 0.65]. Over the second half of the run the
     adaptive bandit (d in [2, 10]) trains d = 3 most often on at least 3 of 4 seeds, and its mean
     regret is below that of the bandit fixed at d = 10 (same seeds, same noise)."""
-    seeds = range(4)
-    adaptive = _regrets("d3-step-mild", lambda case, s: AdaptiveDBanditSchedule(
-        10, window=case.window, seed=s, **BUDGET), seeds)
-    fixed = _regrets("d3-step-mild", lambda case, s: GPBanditSchedule(10, window=case.window, seed=s, **BUDGET), seeds)
+    runs = _results("d3-step-mild", {"adaptive": _factory(AdaptiveDBanditSchedule, 10, "d3-step-mild"),
+                                     "fixed": _factory(GPBanditSchedule, 10, "d3-step-mild")}, range(4))
+    adaptive, fixed = runs["adaptive"], runs["fixed"]
     assert sum(r.d_mode == 3 for r in adaptive) >= 3, [r.d_mode for r in adaptive]
     assert np.mean([r.regret for r in adaptive]) < np.mean([r.regret for r in fixed]), (
         [r.regret for r in adaptive], [r.regret for r in fixed])
@@ -258,9 +266,8 @@ def test_where_two_interior_points_are_best_it_trains_three_and_beats_the_ten_po
 def test_where_nine_points_are_best_it_beats_the_three_point_bandit():
     """``d10-step-mild``: nine spread interior points are best; the bandit fixed at d = 3 cannot
     come near them, and the adaptive bandit's regret is below its on every seed (same noise)."""
-    seeds = range(2)
-    adaptive = _regrets("d10-step-mild", lambda case, s: AdaptiveDBanditSchedule(
-        10, window=case.window, seed=s, **BUDGET), seeds)
-    fixed = _regrets("d10-step-mild", lambda case, s: GPBanditSchedule(3, window=case.window, seed=s, **BUDGET), seeds)
+    runs = _results("d10-step-mild", {"adaptive": _factory(AdaptiveDBanditSchedule, 10, "d10-step-mild"),
+                                      "fixed": _factory(GPBanditSchedule, 3, "d10-step-mild")}, range(2))
+    adaptive, fixed = runs["adaptive"], runs["fixed"]
     assert all(a.regret < f.regret for a, f in zip(adaptive, fixed)), (
         [r.regret for r in adaptive], [r.regret for r in fixed])

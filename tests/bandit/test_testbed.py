@@ -9,6 +9,7 @@ too (the diagnosis in docs/paper-notes.md rests on it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -21,11 +22,13 @@ from tvolib.bandit.testbed import (
     CASES,
     RANDOM_REGRET,
     TRENDS,
+    ScheduleFactory,
     TestbedCase,
     arm_value,
     calibrated_width,
     optimum_at,
     run_case,
+    run_cases,
 )
 
 SEEDS = range(5)
@@ -110,32 +113,49 @@ def test_bad_cases_are_refused():
 
 
 # ----- what the protocols do on it --------------------------------------------------------------
-def _runs(case_name: str, make) -> list:
-    case = CASES[case_name]
-    return [run_case(case, lambda s: make(case, s), seed) for seed in SEEDS]
+#: The schedules of the system tests: label -> (class, options); "default" is GPBanditSchedule's.
+SCHEDULES = {"default": (GPBanditSchedule, {"device": "cpu"}), "random": (RandomSchedule, {}),
+             "code": (GPBanditSchedule, {"device": "cpu", "protocol": "code"}),
+             "paper-text": (GPBanditSchedule, {"device": "cpu", "protocol": "paper-text"})}
+#: (case, schedule) pairs the system tests read; run once, together, in two worker processes.
+RUNS = [("d5-log-strong", label) for label in SCHEDULES] + [("d5-corner-strong", "default"),
+                                                           ("d5-corner-strong", "random")]
 
 
-def _default(case, seed):
-    return GPBanditSchedule(case.d, window=case.window, seed=seed, device="cpu")
+@functools.cache
+def _all_runs() -> dict:
+    jobs, keys = [], []
+    for case_name, label in RUNS:
+        case = CASES[case_name]
+        cls, options = SCHEDULES[label]
+        factory = ScheduleFactory(cls, case.d, tuple(sorted({"window": case.window, **options}.items())))
+        jobs += [(case, factory, seed) for seed in SEEDS]
+        keys += [(case_name, label)] * len(SEEDS)
+    results: dict = {}
+    for key, result in zip(keys, run_cases(jobs, max_workers=2)):
+        results.setdefault(key, []).append(result)
+    return results
 
 
-def _random(case, seed):
-    return RandomSchedule(case.d, window=case.window, seed=seed)
+def _runs(case_name: str, label: str) -> list:
+    return _all_runs()[case_name, label]
 
 
 def test_the_default_keeps_off_the_corners_and_halves_random_regret_under_a_strong_trend():
     """d = 5, a trend ten times the arm effect, an interior log-like optimum: on at least 4 of 5
     seeds fewer than 1 in 5 of the second half's arms are degenerate and the regret is at most half
-    that of random arms (same seed, same noise)."""
-    default, random = _runs("d5-log-strong", _default), _runs("d5-log-strong", _random)
-    good = [g.degenerate < 0.2 and g.regret <= 0.5 * r.regret for g, r in zip(default, random)]
-    assert sum(good) >= 4, [(g.regret, g.degenerate, r.regret) for g, r in zip(default, random)]
+    that of random arms (their mean over the same seeds: random arms' regret is a property of the
+    case, about 0.6 by its calibration, not of one seed's draw)."""
+    default, random = _runs("d5-log-strong", "default"), _runs("d5-log-strong", "random")
+    half = 0.5 * np.mean([r.regret for r in random])
+    good = [g.degenerate < 0.2 and g.regret <= half for g in default]
+    assert sum(good) >= 4, ([(g.regret, g.degenerate) for g in default], half)
 
 
 def test_the_default_finds_the_optimum_when_it_is_a_corner():
     """The optimum on a corner of the domain (three points on 0.05, one on 0.95): the default's
     arms go there on most seeds, so a fix of the corner collapse is not a ban on corners."""
-    default, random = _runs("d5-corner-strong", _default), _runs("d5-corner-strong", _random)
+    default, random = _runs("d5-corner-strong", "default"), _runs("d5-corner-strong", "random")
     assert np.mean([g.regret for g in default]) <= 0.5 * np.mean([r.regret for r in random])
     assert sum(g.regret <= 0.25 for g in default) >= 3, [g.regret for g in default]
 
@@ -143,11 +163,7 @@ def test_the_default_finds_the_optimum_when_it_is_a_corner():
 def test_the_code_and_text_protocols_fail_under_a_strong_trend():
     """What the test bed diagnosed (docs/paper-notes.md): the authors' code's protocol and the
     text's put their arms on corners and do worse than random arms on the strong-trend case."""
-    random = np.mean([r.regret for r in _runs("d5-log-strong", _random)])
+    random = np.mean([r.regret for r in _runs("d5-log-strong", "random")])
     for protocol in ("code", "paper-text"):
-        runs = _runs("d5-log-strong", lambda case, seed: GPBanditSchedule(
-            case.d, window=case.window, seed=seed, protocol=protocol, device="cpu"))
-        assert np.mean([g.regret for g in runs]) > random, protocol
-    code = _runs("d5-log-strong", lambda case, seed: GPBanditSchedule(
-        case.d, window=case.window, seed=seed, protocol="code", device="cpu"))
-    assert np.mean([g.degenerate for g in code]) > 0.4
+        assert np.mean([g.regret for g in _runs("d5-log-strong", protocol)]) > random, protocol
+    assert np.mean([g.degenerate for g in _runs("d5-log-strong", "code")]) > 0.4

@@ -68,8 +68,10 @@ Example:
 from __future__ import annotations
 
 import math
+import multiprocessing
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,12 +86,14 @@ __all__ = [
     "RANDOM_REGRET",
     "TRENDS",
     "CaseResult",
+    "ScheduleFactory",
     "TestbedCase",
     "METRICS",
     "arm_value",
     "calibrated_width",
     "optimum_at",
     "run_case",
+    "run_cases",
     "step_distance",
     "trend_gain",
 ]
@@ -278,6 +282,44 @@ def run_case(case: TestbedCase, make_schedule: Callable[[int], Schedule], seed: 
     distance = sum(_distance(case, a, p) for a, p in late) / len(late)
     degenerate = sum(arm_degeneracy(a, 0.05, 0.95)["degenerate"] for a, _ in late) / len(late)
     return CaseResult(regret, distance, degenerate, arms, schedule.history(), seconds)
+
+
+@dataclass(frozen=True)
+class ScheduleFactory:
+    """A picklable ``seed -> schedule`` for :func:`run_cases`: ``cls(d, seed=seed, **options)``.
+
+    Example:
+        >>> from tvolib.bandit import RandomSchedule
+        >>> ScheduleFactory(RandomSchedule, 5, (("window", 2),))(seed=0).d
+        5
+    """
+    cls: type
+    d: int
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def __call__(self, seed: int) -> Schedule:
+        return self.cls(self.d, seed=seed, **dict(self.options))
+
+
+def _run_job(case: TestbedCase, make_schedule: Callable[[int], Schedule], seed: int) -> CaseResult:
+    torch.set_num_threads(1)  # a tiny GP: threads only contend with the other worker
+    return run_case(case, make_schedule, seed)
+
+
+def run_cases(jobs: Sequence[tuple[TestbedCase, Callable[[int], Schedule], int]],
+              max_workers: int = 2) -> list[CaseResult]:
+    """:func:`run_case` on every ``(case, make_schedule, seed)``, in ``max_workers`` processes.
+
+    Each run is independent (its noise seeded by its seed), so the results are those of
+    :func:`run_case` in one process with one torch thread, in the order of ``jobs``. The workers
+    are spawned, so ``make_schedule`` must pickle: a :class:`ScheduleFactory` or a module-level
+    function. ``max_workers=1`` runs them here, one after the other (with this process's threads).
+    """
+    jobs = list(jobs)
+    if max_workers <= 1 or len(jobs) <= 1:
+        return [run_case(*job) for job in jobs]
+    with ProcessPoolExecutor(min(max_workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_run_job, *zip(*jobs)))
 
 
 def _distance(case: TestbedCase, arm: Sequence[float], progress: float) -> float:

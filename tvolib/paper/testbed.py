@@ -15,18 +15,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
 from tvolib import paths
 from tvolib.bandit import GPBanditSchedule, RandomSchedule
-from tvolib.bandit.testbed import CASES, TestbedCase, run_case
+from tvolib.bandit.testbed import CASES, CaseResult, ScheduleFactory, TestbedCase, run_cases
 from tvolib.paper.profiles import Profile, get_profile
 from tvolib.checkpoint import atomic_write
 
@@ -55,16 +52,16 @@ def testbed_cases(profile: Profile | str) -> list[TestbedCase]:
     return cases
 
 
-def _schedule(case: TestbedCase, options: dict[str, Any] | None, seed: int):
+def _factory(case: TestbedCase, options: dict[str, Any] | None) -> ScheduleFactory:
+    """Random arms (``None``) or the GP bandit with ``options``, at the case's d and window."""
     if options is None:
-        return RandomSchedule(case.d, window=case.window, seed=seed)
-    return GPBanditSchedule(case.d, window=case.window, seed=seed, device="cpu", **options)
+        return ScheduleFactory(RandomSchedule, case.d, (("window", case.window),))
+    return ScheduleFactory(GPBanditSchedule, case.d, tuple(sorted({"window": case.window, "device": "cpu",
+                                                                   **options}.items())))
 
 
-def _run(case: TestbedCase, label: str, options: dict[str, Any] | None, seed: int) -> dict[str, Any]:
-    """One row of the table: a case, a protocol, a seed (in a worker process)."""
-    torch.set_num_threads(1)  # a tiny GP: threads only contend with the other worker
-    result = run_case(case, lambda s: _schedule(case, options, s), seed)
+def _row(case: TestbedCase, label: str, seed: int, result: CaseResult) -> dict[str, Any]:
+    """One row of the table: a case, a protocol, a seed."""
     gp = [row for row in result.history if row.get("source") in ("gp", "corner")]
     return {
         "case": case.name, "d": case.d, "trend": case.trend, "protocol": label, "seed": seed,
@@ -95,14 +92,10 @@ def testbed_frame(profile: Profile | str, results_root: str | os.PathLike[str] |
     path = Path(paths.results_root(results_root)) / f"testbed-{_key(cases, p.testbed.seeds)}.csv"
     if path.exists():
         return pd.read_csv(path)
-    jobs = [(case, label, options, seed) for case in cases for label, options in TESTBED_PROTOCOLS.items()
-            for seed in range(p.testbed.seeds)]
-    if max_workers > 1:
-        with ProcessPoolExecutor(max_workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            rows = list(pool.map(_run, *zip(*jobs)))
-    else:
-        rows = [_run(*job) for job in jobs]
-    frame = pd.DataFrame(rows)
+    jobs = [(case, label, seed) for case in cases for label in TESTBED_PROTOCOLS for seed in range(p.testbed.seeds)]
+    results = run_cases([(case, _factory(case, TESTBED_PROTOCOLS[label]), seed) for case, label, seed in jobs],
+                        max_workers)
+    frame = pd.DataFrame([_row(*job, result) for job, result in zip(jobs, results)])
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda f: frame.to_csv(f, index=False), "w")
     return frame
