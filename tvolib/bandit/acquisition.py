@@ -19,8 +19,8 @@ from torch import Tensor
 
 from .model import BanditGP
 
-__all__ = ["GPUCB", "MAX_NUM_RESTARTS", "PaddedArms", "MAX_RAW_SAMPLES", "acquisition_budget", "maximize_ucb", "project_arm",
-           "theorem1_kappa"]
+__all__ = ["GPUCB", "MAX_NUM_RESTARTS", "MAX_RAW_SAMPLES", "PaddedArms", "acquisition_budget", "maximize_ucb",
+           "project_arm", "theorem1_kappa"]
 
 #: Largest acquisition budgets accepted (16 and 10 times the defaults' largest): the raw samples are
 #: evaluated in one batch, the restarts optimised as one problem.
