@@ -246,7 +246,7 @@ def _results(case_name: str, factories: dict, seeds) -> dict:
 
 
 def _factory(cls, d: int, case_name: str) -> ScheduleFactory:
-    return ScheduleFactory(cls, d, tuple(sorted({"window": CASES[case_name].window, **BUDGET}.items())))
+    return ScheduleFactory.of(cls, d, window=CASES[case_name].window, **BUDGET)
 
 
 @pytest.mark.slow

@@ -128,7 +128,7 @@ def _all_runs() -> dict:
     for case_name, label in RUNS:
         case = CASES[case_name]
         cls, options = SCHEDULES[label]
-        factory = ScheduleFactory(cls, case.d, tuple(sorted({"window": case.window, **options}.items())))
+        factory = ScheduleFactory.of(cls, case.d, **{"window": case.window, **options})
         jobs += [(case, factory, seed) for seed in SEEDS]
         keys += [(case_name, label)] * len(SEEDS)
     results: dict = {}

