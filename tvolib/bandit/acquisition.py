@@ -103,7 +103,7 @@ class PaddedArms(torch.nn.Module):
 
     Example:
         >>> view = PaddedArms(BanditGP(4), 2)
-        >>> view.pad(torch.tensor([[0.1, 0.3, 0.5]])).tolist()      # arm (0.1, 0.3), t = 0.5
+        >>> view.pad(torch.tensor([[0.1, 0.3, 0.5]], dtype=torch.float64)).tolist()  # arm (0.1, 0.3), t = 0.5
         [[0.1, 0.3, 0.3, 0.3, 0.5]]
     """
 

@@ -61,8 +61,8 @@ class RandomSchedule(BanditScheduleBase):
         >>> sched = RandomSchedule(3, window=2, seed=0)
         >>> for epoch, L in enumerate([-100.0, -99.0, -98.5]):
         ...     sched.step(epoch, evidence=L)
-        >>> sched.history()[0]["reward"]               # mean(L_1, L_2) - L_0 (the code's reward)
-        1.25
+        >>> sched.history()[0]["reward"]               # (L_2 - L_0) / 2 (the default protocol's rate)
+        0.75
     """
 
     def _choose_next(self) -> dict[str, Any]:
@@ -118,8 +118,8 @@ class GPBanditSchedule(BanditScheduleBase):
         >>> sched = GPBanditSchedule(d=3, window=2, seed=0, device="cpu")
         >>> sched.step(0, evidence=-100.0)                 # L_0 of the untrained model
         >>> sched.step(1, evidence=-99.0); sched.step(2, evidence=-98.0)
-        >>> sched.history()[0]["reward"], sched.history()[0]["start_epoch"]   # mean(L_1, L_2) - L_0
-        (1.5, 0)
+        >>> sched.history()[0]["reward"], sched.history()[0]["start_epoch"]   # (L_2 - L_0) / 2, the rate
+        (1.0, 0)
     """
 
     def __init__(

@@ -150,7 +150,7 @@ def load_dataset(
 
     Example:
         >>> data = load_dataset("binarized_mnist", n_train=1000, n_test=500)  # doctest: +SKIP
-        >>> data.train.shape, data.dynamic_binarization
+        >>> data.train.shape, data.dynamic_binarization  # doctest: +SKIP
         (torch.Size([1000, 784]), False)
     """
     if not isinstance(name, str) or name not in DATASETS:

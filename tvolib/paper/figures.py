@@ -6,7 +6,7 @@ files (``figures/<stem>.png``, ``.pdf``; tables ``.csv``, ``.md``).
 
 Example:
     >>> result = figure("fig4_vae_mnist_fashion", profile="smoke")   # doctest: +SKIP
-    >>> result.table                                                 # the numbers drawn
+    >>> result.table                                                 # doctest: +SKIP
 """
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ Example:
     ...               for epoch, L in enumerate([-100.0, -99.0, -98.5])]
     >>> closed                                   # the runs whose window closed at each report
     [[], [], [0, 1]]
-    >>> [s.history()[0]["reward"] for s in scheds]
-    [1.5, 1.5]
+    >>> [s.history()[0]["reward"] for s in scheds]   # the default protocol's rate, (L_2 - L_0) / 2
+    [0.75, 0.75]
 """
 from __future__ import annotations
 

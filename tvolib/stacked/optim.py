@@ -16,9 +16,9 @@ optimisers (theta, phi) with :meth:`StackedAdam.run_state_dicts` and
 :meth:`StackedAdam.load_run_state_dicts`.
 
 Example:
-    >>> opt = StackedAdam(stack, lr=1e-3)
-    >>> stacked_loss("tvo", stack, x, 10, noise, points).loss.sum().backward()
-    >>> opt.step(); opt.zero_grad()
+    >>> opt = StackedAdam(stack, lr=1e-3)  # doctest: +SKIP
+    >>> stacked_loss("tvo", stack, x, 10, noise, points).loss.sum().backward()  # doctest: +SKIP
+    >>> opt.step(); opt.zero_grad()  # doctest: +SKIP
 """
 from __future__ import annotations
 

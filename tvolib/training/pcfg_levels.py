@@ -85,6 +85,7 @@ def rule_kl(grammar: Grammar, log_p_theta: Tensor, log_p_true: Tensor, direction
         ``(n_nonterminals,)`` float64 tensor; single-rule non-terminals get 0.
 
     Example:
+        >>> from tvolib.models.pcfg import load_grammar
         >>> g = load_grammar("astronomers")
         >>> # VP: 0.5 log(0.5 / 0.7) + 0.5 log(0.5 / 0.3)
         >>> rule_kl(g, uniform_log_probs(g), g.true_log_probs())[g.nt_index["VP"]]
@@ -106,6 +107,7 @@ def mean_rule_kl(grammar: Grammar, log_p_theta: Tensor, log_p_true: Tensor, dire
     """Fig. 6's ``kl_p``: :func:`rule_kl` averaged over all non-terminals (single-rule ones count as 0).
 
     Example:
+        >>> from tvolib.models.pcfg import load_grammar
         >>> g = load_grammar("astronomers")
         >>> round(mean_rule_kl(g, uniform_log_probs(g), g.true_log_probs()), 4)
         0.054
@@ -133,6 +135,7 @@ def uniform_level(grammar: Grammar, direction: str = "paper") -> float:
         The level as a float (Astronomers: 0.05396 paper, 0.05015 le2019).
 
     Example:
+        >>> from tvolib.models.pcfg import load_grammar
         >>> round(uniform_level(load_grammar("astronomers"), "le2019"), 4)
         0.0502
     """
@@ -200,6 +203,7 @@ def length_cut_tree_ml(grammar: Grammar, max_words: int) -> Tensor:
         ``(n_rules,)`` float64 log-probabilities.
 
     Example:
+        >>> from tvolib.models.pcfg import load_grammar
         >>> theta = length_cut_tree_ml(load_grammar("astronomers"), 15).exp()  # NP -> NP PP is rule 1
     """
     _check_max_words(max_words)
@@ -385,6 +389,7 @@ def length_cut_ml(grammar: Grammar, max_words: int, *, tol: float = 1e-9, max_it
         ``(n_rules,)`` float64 log-probabilities.
 
     Example:
+        >>> from tvolib.models.pcfg import load_grammar
         >>> g = load_grammar("astronomers")
         >>> theta = length_cut_ml(g, 9).exp()
         >>> round(float(theta[g.rules.index(("NP", ("NP", "PP")))]), 4)
@@ -420,6 +425,7 @@ def length_cut_ml_floor(grammar: Grammar, max_words: int, direction: str = "pape
         The floor as a float.
 
     Example:
+        >>> from tvolib.models.pcfg import load_grammar
         >>> round(length_cut_ml_floor(load_grammar("astronomers"), 15), 4)
         0.007
     """
