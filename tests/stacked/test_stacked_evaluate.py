@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
 
-import tvolib.training.evaluate as single_evaluation
 from tvolib.training.evaluate import evaluate
-from tvolib.stacked.evaluate import _AUTO_ELEMENTS, evaluate_stack, sample_chunks
+from tvolib.stacked.evaluate import evaluate_stack
 
 from helpers_stacked import SEEDS, stack_of
 from numerics import assert_close_fp32, log_w_terms
@@ -73,18 +71,6 @@ def test_kl_is_nonnegative_per_point_and_log_px_bounds_the_elbo():
         gap = out["log_px_points"] - out["elbo_points"]
         assert bool((gap >= 0).all()) and out["kl"] >= 0
         assert out["kl"] == out["log_px"] - out["elbo"]  # exact: the KL is computed as this difference
-
-
-def test_the_auto_chunk_rule_is_the_single_evaluations():
-    assert _AUTO_ELEMENTS == single_evaluation._AUTO_ELEMENTS
-
-
-@settings(max_examples=30)
-@given(S=st.integers(1, 3000), batch=st.integers(1, 500), chunk=st.one_of(st.none(), st.integers(1, 700)))
-def test_sample_chunks_cover_S(S, batch, chunk):
-    chunks = sample_chunks(S, batch, 784, chunk)
-    assert sum(chunks) == S and all(c >= 1 for c in chunks)
-    assert len(set(chunks[:-1])) <= 1 and chunks[-1] <= chunks[0]
 
 
 def test_bad_arguments_are_named():

@@ -16,6 +16,7 @@ from torch.distributions import Bernoulli, Independent, Normal
 
 from tvolib.checks import check_batch, check_int, check_positive_ints, check_samples
 from tvolib.models.base import LatentVariableModel
+from tvolib.models.bernoulli import bernoulli_log_prob
 
 __all__ = ["GaussianVAE", "mlp"]
 
@@ -77,8 +78,7 @@ class GaussianVAE(LatentVariableModel):
     def log_joint(self, z: Tensor, x: Tensor) -> Tensor:
         """log p(x, z) = log N(z; 0, I) + log Bernoulli(x; decoder(z)), summed over dimensions."""
         prior = Normal(z.new_zeros(()), z.new_ones(()), validate_args=False)  # no host-to-device copy
-        likelihood = Bernoulli(logits=self.decoder(z).float(), validate_args=False)
-        return prior.log_prob(z).sum(-1) + likelihood.log_prob(x).sum(-1)
+        return prior.log_prob(z).sum(-1) + bernoulli_log_prob(self.decoder(z).float(), x).sum(-1)
 
     def log_joint_and_q(self, x: Tensor, S: int, reparam: bool) -> tuple[Tensor, Tensor]:
         x = self._check_x(x)

@@ -34,13 +34,11 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from tvolib.chunks import sample_chunks
 from tvolib.stacked.models import StackedModel
 
-__all__ = ["EVAL_BYTES_PER_ELEMENT", "EVAL_MEMORY_SHARE", "evaluate_stack", "max_elements_for", "sample_chunks"]
+__all__ = ["EVAL_BYTES_PER_ELEMENT", "EVAL_MEMORY_SHARE", "evaluate_stack", "max_elements_for"]
 
-#: The single-run evaluation's automatic sample chunk: about this many elements per
-#: ``(chunk, batch, data_dim)`` tensor (the value of ``tvolib.evaluate``; checked by the tests).
-_AUTO_ELEMENTS = 2**24
 #: :func:`evaluate_stack`'s default bound on the elements of one ``(runs, samples, points, D)`` tensor.
 DEFAULT_MAX_ELEMENTS = 2**26
 #: Device bytes a group's forward pass holds at its peak per element of its ``(runs, samples,
@@ -61,16 +59,6 @@ def max_elements_for(device: torch.device | str) -> int:
         return DEFAULT_MAX_ELEMENTS
     free, _ = torch.cuda.mem_get_info(device)
     return max(DEFAULT_MAX_ELEMENTS, int(EVAL_MEMORY_SHARE * free / EVAL_BYTES_PER_ELEMENT))
-
-
-def sample_chunks(S: int, batch_size: int, data_dim: int, sample_chunk: int | None = None) -> list[int]:
-    """The sample chunk sizes ``[c, c, ..., S mod c]`` that :func:`tvolib.evaluate.evaluate` draws.
-
-    ``c = sample_chunk``, or by default ``min(S, 2**24 // (batch_size * data_dim))`` (at least 1).
-    """
-    if sample_chunk is None:
-        sample_chunk = max(1, min(S, _AUTO_ELEMENTS // (batch_size * data_dim)))
-    return [sample_chunk] * (S // sample_chunk) + ([S % sample_chunk] if S % sample_chunk else [])
 
 
 def _check(stack: StackedModel, x_test: Tensor, seeds: Sequence[int], S: int, batch_size: int,
@@ -134,7 +122,7 @@ def evaluate_stack(
             evaluation's ``seed``; the global RNG is not touched).
         S: importance samples per point (the paper: 5000).
         batch_size, sample_chunk: the single evaluation's chunking (they fix how the samples are
-            drawn; ``sample_chunk=None``: :func:`sample_chunks`'s default).
+            drawn; ``sample_chunk=None``: :func:`tvolib.chunks.sample_chunks`'s default).
         max_elements: bound on the elements of one ``(runs, samples, points, D)`` tensor; runs are
             evaluated in groups of ``max(1, max_elements // (sample_chunk * batch_size * D))``.
         per_point: add ``log_px_points`` and ``elbo_points`` (float64 CPU ``(N,)``) to each dict.
@@ -145,7 +133,7 @@ def evaluate_stack(
     """
     x = _check(stack, x_test, seeds, S, batch_size, sample_chunk, max_elements)
     D = stack.template.data_dim
-    chunks = sample_chunks(S, batch_size, D, sample_chunk)
+    chunks = sample_chunks(S, batch_size, D, sample_chunk, stack.device)
     group = max(1, max_elements // (chunks[0] * min(batch_size, x.shape[1]) * D))
     results: list[dict[str, float | Tensor]] = []
     for first in range(0, stack.K, group):

@@ -36,6 +36,7 @@ from torch.distributions import Bernoulli, Normal
 
 from tvolib.checks import check_samples
 from tvolib.models.base import LatentVariableModel
+from tvolib.models.bernoulli import bernoulli_log_prob
 from tvolib.models.sbn import SigmoidBeliefNetwork
 from tvolib.models.vae import GaussianVAE
 
@@ -98,8 +99,7 @@ def _vae_forward(model: GaussianVAE, params: Params, buffers: Params, x: Tensor,
     # a scale of 1.0 would become a tensor copied from the host: a synchronisation per minibatch on a GPU
     prior = Normal(z.new_zeros(()), z.new_ones(()), validate_args=False)
     logits = _sequential(model.decoder, "decoder", params, z).float()
-    likelihood = Bernoulli(logits=logits, validate_args=False)
-    log_p = prior.log_prob(z).sum(-1) + likelihood.log_prob(x.unsqueeze(1)).sum(-1)
+    log_p = prior.log_prob(z).sum(-1) + bernoulli_log_prob(logits, x.unsqueeze(1)).sum(-1)
     return log_p, q.log_prob(z).sum(-1)
 
 
@@ -119,19 +119,18 @@ def _sbn_forward(model: SigmoidBeliefNetwork, params: Params, buffers: Params, x
         raise ValueError("the SBN has discrete latents: no reparameterisation, call with reparam=False")
     n = len(model.encoder)
     h = (x - buffers["train_mean"].unsqueeze(1) + 1) / 2
-    q = _bernoulli(batched_linear(h, params["encoder.0.weight"], params["encoder.0.bias"]).float().unsqueeze(1))
-    zs = [(noise[0] < q.probs).to(x.dtype)]  # (K, S, B, d_1)
-    log_q = q.log_prob(zs[0]).sum(-1)
+    logits = batched_linear(h, params["encoder.0.weight"], params["encoder.0.bias"]).float().unsqueeze(1)
+    zs = [(noise[0] < _bernoulli(logits).probs).to(x.dtype)]  # (K, S, B, d_1)
+    log_q = bernoulli_log_prob(logits, zs[0]).sum(-1)
     for i in range(1, n):
-        logits = batched_linear(2 * zs[-1] - 1, params[f"encoder.{i}.weight"], params[f"encoder.{i}.bias"])
-        q = _bernoulli(logits.float())
-        zs.append((noise[i] < q.probs).to(x.dtype))
-        log_q = log_q + q.log_prob(zs[-1]).sum(-1)
-    log_p = _bernoulli(params["prior_logits"][:, None, None, :]).log_prob(zs[-1]).sum(-1)
+        logits = batched_linear(2 * zs[-1] - 1, params[f"encoder.{i}.weight"], params[f"encoder.{i}.bias"]).float()
+        zs.append((noise[i] < _bernoulli(logits).probs).to(x.dtype))
+        log_q = log_q + bernoulli_log_prob(logits, zs[-1]).sum(-1)
+    log_p = bernoulli_log_prob(params["prior_logits"][:, None, None, :], zs[-1]).sum(-1)
     below = [*zs[-2::-1], x.unsqueeze(1)]
     for i, (parent, child) in enumerate(zip(zs[::-1], below)):
         logits = batched_linear(2 * parent - 1, params[f"decoder.{i}.weight"], params[f"decoder.{i}.bias"]).float()
-        log_p = log_p + _bernoulli(logits).log_prob(child).sum(-1)
+        log_p = log_p + bernoulli_log_prob(logits, child).sum(-1)
     return log_p, log_q
 
 

@@ -13,13 +13,10 @@ from contextlib import nullcontext
 import torch
 from torch import Tensor
 
+from tvolib.chunks import sample_chunks
 from tvolib.tvo import EvidenceSpec, iwae_bound, log_evidence
 
 __all__ = ["evaluate", "log_weight_metrics"]
-
-#: Target number of elements of one (sample_chunk, batch, data_dim) tensor when chunking is automatic.
-_AUTO_ELEMENTS = 2**24
-
 
 @torch.no_grad()
 def evaluate(
@@ -36,8 +33,9 @@ def evaluate(
 
     ``log_px = logsumexp(log w) - log S`` and ``elbo = mean(log w)`` use one set of S samples per
     point, so ``kl = log_px - elbo >= 0`` for every point (Jensen). Points go ``batch_size`` at a
-    time to the model's device, samples ``sample_chunk`` at a time (default: about 2**24 elements
-    per ``(chunk, batch, data_dim)`` tensor). With ``seed`` the draws come from a forked RNG seeded
+    time to the model's device, samples ``sample_chunk`` at a time (default:
+    :func:`tvolib.chunks.sample_chunks`, about 2**20 elements per ``(chunk, batch, data_dim)`` tensor on
+    the CPU, 2**24 on CUDA). With ``seed`` the draws come from a forked RNG seeded
     by it (reproducible, and the caller's RNG stream is left untouched). ``per_point=True`` adds
     ``log_px_points`` and ``elbo_points``, float64 CPU tensors of shape ``(N,)``.
     """
@@ -48,10 +46,8 @@ def evaluate(
     if batch_size < 1 or (sample_chunk is not None and sample_chunk < 1):
         raise ValueError(f"batch_size and sample_chunk must be >= 1; got {batch_size}, {sample_chunk}")
     device = next(model.parameters()).device
-    if sample_chunk is None:
-        width = math.prod(x_test.shape[1:]) if x_test.ndim > 1 else 1
-        sample_chunk = max(1, min(S, _AUTO_ELEMENTS // (batch_size * width)))
-    chunks = [sample_chunk] * (S // sample_chunk) + ([S % sample_chunk] if S % sample_chunk else [])
+    width = math.prod(x_test.shape[1:]) if x_test.ndim > 1 else 1
+    chunks = sample_chunks(S, batch_size, width, sample_chunk, device)
 
     fork = seed is not None
     devices = [device] if device.type == "cuda" else []
