@@ -444,7 +444,7 @@ _QUICK = Profile(
         "GP; its data size and batch were chosen so that test log p(x) still improves at the last epoch (measured "
         "with the log schedule, seed 0, IWAE-300: -120.5 at epoch 100, -111.1 at 200, -107.3 at 300, -105.9 at 400, "
         "-105.6 at 450, -105.3 at 475; with 2000 examples it flattened from epoch 425: -110.8, -110.8, -111.0) and "
-        "that its 18 runs train in about an hour on 2 cores with 2 workers (about 6 CPU minutes a run); Fig 2's "
+        "that its 18 runs train in about 45 minutes on 2 cores with 2 workers (about 5 minutes a run, two at a time); Fig 2's "
         "stages at epochs 12/18/60 "
         "mirror the paper's 2k/3k/10k of 10k; Fig 9 uses d in {5, 10} (paper: 5, 15); wall-clock table "
         "scaled down to d in {2, 3, 4} with a 3-point beta_1 grid (paper: d = 2..6, 20 points, 100 runs, "
