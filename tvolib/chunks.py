@@ -6,8 +6,9 @@ gets, so the single evaluation (:func:`tvolib.training.evaluate.evaluate`) and t
 (:func:`tvolib.stacked.evaluate.evaluate_stack`) must chunk alike to draw the same samples.
 
 The automatic chunk holds about :func:`auto_elements` elements: 2**24 on CUDA (few large kernels),
-2**20 elsewhere. Measured on a 2-core CPU (one thread, VAE, 300 points, S = 300): 0.97 s with
-2**24-element chunks (67 MB per tensor, past every cache), 0.54 s with 2**20.
+2**20 elsewhere. Measured on a 2-core CPU (one thread, VAE, 300 points, S = 300;
+``benchmarks/bench_bernoulli.py``): 1.1 s with 2**24-element chunks (67 MB per tensor, past every
+cache), 0.6 s with 2**20.
 """
 from __future__ import annotations
 
