@@ -80,7 +80,10 @@ d_tolerance    d3-step-mild            d10-step-mild
 
 Even without parsimony it trains 6 to 8 points where ten are best: the best arms of 6 to 8 points
 are within 0.1 to 0.2 of the optimum in regret (0.20, 0.15, 0.10 against 0.01 for ten), a gap
-that a few dozen noisy rounds do not resolve. The default keeps the one case it gets right.
+that a few dozen noisy rounds do not resolve. The acquisition's budget is not the cause: at the
+default budget (``raw_samples``, ``num_restarts`` unset) and 0.2 it trains d = 3, 4, 3, 4 and
+4, 4, 4, 4 (regret 0.26 and 0.61), at 0.05 d = 6, 7, 4, 5 and 7, 5, 5, 5 (0.42 and 0.48).
+The default keeps the one case it gets right.
 
 Example:
     >>> sched = AdaptiveDBanditSchedule(d_max=6, window=2, seed=0, device="cpu")
