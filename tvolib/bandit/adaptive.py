@@ -83,7 +83,9 @@ are within 0.1 to 0.2 of the optimum in regret (0.20, 0.15, 0.10 against 0.01 fo
 that a few dozen noisy rounds do not resolve. The acquisition's budget is not the cause: at the
 default budget (``raw_samples``, ``num_restarts`` unset) and 0.2 it trains d = 3, 4, 3, 4 and
 4, 4, 4, 4 (regret 0.26 and 0.61), at 0.05 d = 6, 7, 4, 5 and 7, 5, 5, 5 (0.42 and 0.48).
-The default keeps the one case it gets right.
+The default 0.2 is the only margin that trains d = 3 where three points are best on at least half
+of the seeds (3 of 4 at the tests' budget, 2 of 4 at the default one), and has the lowest regret
+there.
 
 Example:
     >>> sched = AdaptiveDBanditSchedule(d_max=6, window=2, seed=0, device="cpu")
