@@ -31,7 +31,7 @@ from tvolib.models.bernoulli import bernoulli_log_prob  # noqa: E402
 from tvolib.training.evaluate import evaluate  # noqa: E402
 
 
-def best_ms(fn: Callable[[], object], repeats: int) -> float:
+def median_ms(fn: Callable[[], object], repeats: int) -> float:
     """The median milliseconds of ``repeats`` calls after five warm-up calls."""
     for _ in range(5):
         fn()
@@ -55,8 +55,8 @@ def likelihood_rows(repeats: int) -> list[str]:
     rows = []
     for name, fn in ways.items():
         with torch.no_grad():
-            forward = best_ms(fn, repeats)
-        both = best_ms(lambda: fn().sum().backward(), repeats)
+            forward = median_ms(fn, repeats)
+        both = median_ms(lambda: fn().sum().backward(), repeats)
         rows.append(f"| {name} | {forward:.2f} | {both:.2f} |")
     return rows
 
@@ -67,7 +67,7 @@ def evaluation_rows(repeats: int) -> list[str]:
     rows = []
     for label, elements in (("2**24 (CUDA's)", AUTO_ELEMENTS["cuda"]), ("2**20 (the CPU's)", AUTO_ELEMENTS["cpu"])):
         chunk = max(1, min(300, elements // (100 * 784)))
-        seconds = best_ms(lambda: evaluate(model, x, S=300, sample_chunk=chunk, seed=0), max(1, repeats // 40)) / 1e3
+        seconds = median_ms(lambda: evaluate(model, x, S=300, sample_chunk=chunk, seed=0), max(1, repeats // 40)) / 1e3
         rows.append(f"| {label} | {chunk} | {seconds:.2f} |")
     return rows
 

@@ -18,6 +18,7 @@ from tvolib.tvo import EvidenceSpec, iwae_bound, log_evidence
 
 __all__ = ["evaluate", "log_weight_metrics"]
 
+
 @torch.no_grad()
 def evaluate(
     model,
