@@ -84,7 +84,8 @@ COST_CONSTANTS: dict[str, Any] = {
 #: - ``train_pairs_per_s[model]``: (example, sample) pairs per second of a saturated stack in fp32.
 #:   The SBN's value is the VAE's scaled by their CPU cost ratio (not measured on a GPU);
 #: - ``precision_speedup[precision]``: factor on ``train_pairs_per_s`` for ``RunConfig.precision``
-#:   (bf16: TF32 + bf16 autocast measured 1.25-1.29x at K = 128; tf32 alone not measured, so 1);
+#:   (bf16: TF32 + bf16 autocast measured 1.25-1.29x at K = 128 on the H200; tf32: TF32 alone measured
+#:   1.23x at K = 32 and 128 on an H100, where bf16 gave 1.21x);
 #: - ``eval_pairs_per_s[model]``: (example, sample) pairs per second of a stack's batched IWAE
 #:   evaluation (always fp32); one run alone measured 1.1e7 (IWAE-5000 on 10k points: 4.2-4.6 s);
 #: - ``startup_s``: per job (process, CUDA context, data to the device; not measured separately);
@@ -96,7 +97,7 @@ COST_CONSTANTS: dict[str, Any] = {
 GPU_COST_CONSTANTS: dict[str, Any] = {
     "step_overhead_s": 4.3e-3,
     "train_pairs_per_s": {"vae": 2.1e7, "sbn": 3.4e7},
-    "precision_speedup": {"fp32": 1.0, "tf32": 1.0, "bf16": 1.25},
+    "precision_speedup": {"fp32": 1.0, "tf32": 1.2, "bf16": 1.25},
     "eval_pairs_per_s": {"vae": 2.8e7, "sbn": 4.6e7},
     "startup_s": 15.0,
     "bandit_round_s": 0.2,
