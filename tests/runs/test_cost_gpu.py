@@ -33,7 +33,8 @@ def test_fig4_slice_at_the_gpu_profile_matches_its_measured_wall_time():
     assert len(runs) == 20
     assert estimate_stack_seconds(runs) == pytest.approx(138, rel=0.1)
     bf16 = estimate_stack_seconds([c.replace(precision="bf16") for c in runs])
-    assert bf16 < estimate_stack_seconds(runs) == estimate_stack_seconds([c.replace(precision="tf32") for c in runs])
+    tf32 = estimate_stack_seconds([c.replace(precision="tf32") for c in runs])
+    assert bf16 < tf32 < estimate_stack_seconds(runs)  # measured: bf16 1.25x (H200), TF32 1.23x (H100)
     # evaluation is fp32 in every precision: only the training steps get cheaper
     train = 100 * 60 * 20 * 1000 * 10 / GPU_COST_CONSTANTS["train_pairs_per_s"]["vae"]
     assert estimate_stack_seconds(runs) - bf16 == pytest.approx(train * (1 - 1 / 1.25))
