@@ -158,8 +158,8 @@ class StepFunctionKernel(RBFKernel):
 
     ``k(b, b') = exp(-||phi(b) - phi(b')||^2 / (2 l^2))`` with ``phi`` of
     :func:`~tvolib.bandit.embedding.step_embedding`: approximately
-    ``exp(-int_0^1 (h(s_b(u)) - h(s_b'(u)))^2 du / (2 l^2))``, a comparison of the two schedules'
-    left-Riemann step functions (log-warped), which is all of a schedule the TVO sees. It is
+    ``exp(-int_0^1 (s_b(u) - s_b'(u))^2 du / (2 l^2))``, a comparison of the two schedules'
+    left-Riemann step functions, which is all of a schedule the TVO sees. It is
     positive definite for any arms (an SE kernel of a feature map), invariant to permutations of an
     arm and to repeated points, so arms of ``m <= n`` points padded to ``n`` columns by repeating
     their largest (:func:`~tvolib.bandit.embedding.pad_arm`) are compared as the schedules they are.

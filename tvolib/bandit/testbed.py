@@ -40,8 +40,10 @@ functions ``s_b(u) = b_j`` on ``[b_j, b_{j+1})`` (all of a schedule the TVO's le
 
     f(b, p) = exp(-D(b, c(p))^2 / (2 width^2)),   D(b, c)^2 = mean_g (s_b(u_g) - s_c(u_g))^2,
 
-on the grid ``u_g = (g - 1/2) / 1000`` (beta units, unwarped; the bandit's own embedding is
-smoothed and log-warped, so the test bed does not hand the GP its kernel). Its ``d`` is the
+on the grid ``u_g = (g - 1/2) / 1000`` (beta units). The adaptive bandit's embedding
+(:mod:`tvolib.bandit.embedding`) is the same distance, smoothed and on 100 grid points: these
+cases hand its GP a kernel of the right form (only the length scale is fitted), so they test the
+search and the choice of ``d``, not the surrogate's form. Its ``d`` is the
 optimum's: fewer points cannot make the optimum's step function, more can only by tying points
 (intervals of width zero), which a search must find. The cases ``d3-step-*`` (two interior
 points best) and ``d10-step-*`` (nine, spread out) are what
