@@ -88,22 +88,23 @@ of the seeds (3 of 4 at the tests' budget, 2 of 4 at the default one), and has t
 there.
 
 More rounds do not change it: with three times the epochs (480, about 80 rounds instead of 45;
-``benchmarks/adaptive_tolerance.py 0.2 4 480``) it trains d = 4, 3, 3, 3 (regret 0.18) and 4, 4,
-4, 2 (0.73). The rounds' records say why (``d10-step-mild``, seed 0): from round 56 on it trains
-``d = 3``; the best GP-UCB value rises with ``d``, but ``d = 3``'s stays within 0.2 to 0.45
-(standardised units) of the top while the margin is 0.25 to 0.38 (``kappa`` about 4). A bandit
-that trains three points learns little about what seven more would gain, so the margin keeps it
-there. The gain is large: the best arms of 3, 4, 5, 6 and 8 points have regrets of about 0.81,
-0.53, 0.31, 0.20 and 0.10 there (a Nelder-Mead search of the case's own ``f``), against 0.01 for
-ten. But the GP fitted in those rounds has a length scale of 0.22 to 0.36 (embedding units; the
-case's width is 0.077) or sits on its lower bound, and gives 0.6 to 0.75 of the variance to the
-trend: the many-point arms it has not trained look to it much like the three-point ones it has. Two other rules were tried on the test bed and not kept, since neither separates the two
-cases either: seeding each ``d``'s search with the best arm of ``d - 1`` points plus one point
-(the best values then never fall with ``d``; without a margin it trains ``d = 10`` on every seed of
-both cases, with 0.2 ``d = 3`` on every seed of ``d3-step-mild`` and 3 to 5 points where ten are
-best), and, after taking the GP-UCB maximiser over all ``d``, dropping every point that the
-posterior is not one standard deviation sure helps (``d = 3`` on 4 of 4 seeds where three are
-best, 2 to 4 points where ten are, at 160 and at 480 epochs).
+``benchmarks/adaptive_tolerance.py 0.2 4 480``) it trains d = 4, 3, 3, 3 (regret 0.18) and 4, 4, 4,
+2 (0.73). The rounds' records say why (``d10-step-mild``, seed 0): from round 56 on it trains three
+points; the best GP-UCB value rises with ``d``, but ``d = 3``'s stays within 0.2 to 0.45 (standardised
+units) of the top while the margin is 0.25 to 0.38 (``kappa`` about 4). A bandit that trains three
+points learns little about what seven more would gain, so the margin keeps it there. The gain is
+large: the best arms of 3, 4, 5, 6 and 8 points have regrets of about 0.81, 0.53, 0.31, 0.20 and
+0.10 there (a Nelder-Mead search of the case's own ``f``), against 0.01 for ten. But the GP fitted
+in those rounds has a length scale of 0.22 to 0.36 (embedding units; the case's width is 0.077) or
+sits on its lower bound, and gives 0.6 to 0.75 of the variance to the trend: the many-point arms it
+has not trained look to it much like the three-point ones it has. Two other rules were tried on the
+test bed and not kept, since neither separates the two cases either: seeding each ``d``'s search
+with the best arm of ``d - 1`` points plus one point (the best values then never fall with ``d``;
+without a margin it trains ``d = 10`` on every seed of both cases, with 0.2 ``d = 3`` on every seed
+of ``d3-step-mild`` and 3 to 5 points where ten are best), and, after taking the GP-UCB maximiser
+over all ``d``, dropping every point that the posterior is not one standard deviation sure helps
+(``d = 3`` on 4 of 4 seeds where three are best, 2 to 4 points where ten are, at 160 and at 480
+epochs).
 
 Example:
     >>> sched = AdaptiveDBanditSchedule(d_max=6, window=2, seed=0, device="cpu")
