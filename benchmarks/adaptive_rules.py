@@ -1,0 +1,154 @@
+"""Other rules for the adaptive-d bandit's choice of d, on the test bed's two step cases.
+
+:class:`tvolib.bandit.AdaptiveDBanditSchedule` takes the smallest ``d`` whose best GP-UCB value is
+within a margin of the largest, then drops points while the value stays within it. Where nine
+spread points are best (``d10-step-mild``) that keeps it at 3 to 4 points. The rules here change
+only that choice (same GP, windows, budget and margin ``d_tolerance sqrt(kappa (1 - phi_trend))``):
+
+* ``grow``: each ``d``'s search also starts from the best arm of ``d - 1`` points plus one point
+  (at the middle of each of its gaps), so that the best value found never falls with ``d``; the
+  choice of ``d`` and the dropping of points are the library's.
+* ``confident``: ``grow``'s search; ``d`` is the GP-UCB maximiser over all ``d``; then points are
+  dropped, the least useful first, unless the posterior is one standard deviation sure that the
+  point helps (the posterior mean of ``f(b) - f(b without the point)`` over its standard deviation
+  at least 1; no margin).
+* ``optimistic``: as ``confident``, but a point is dropped only while even its optimistic gain,
+  that posterior mean plus ``sqrt(kappa)`` standard deviations, is below the margin: points the GP
+  knows little about are kept and trained, and dropped once it has learnt they add nothing.
+
+Printed for each rule and case: the ``d`` each seed trains most in the second half of the run, and
+the mean regret of the second half's arms, at the system tests' acquisition budget.
+
+    .venv/bin/python benchmarks/adaptive_rules.py [rules] [seeds] [epochs]   # 3 minutes a rule, 2 cores
+
+e.g. ``benchmarks/adaptive_rules.py library,grow,confident,optimistic 4`` (the defaults; ``epochs``
+defaults to the cases' 160).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import sys
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from tvolib.bandit.acquisition import GPUCB, PaddedArms, maximize_ucb
+from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
+from tvolib.bandit.model import BanditGP
+from tvolib.bandit.testbed import CASES, ScheduleFactory, run_cases
+
+STEP_CASES = ("d3-step-mild", "d10-step-mild")
+BUDGET = dict(raw_samples=128, num_restarts=4, device="cpu")
+
+
+def difference_posterior(gp: BanditGP, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """Posterior mean and standard deviation of the arm effect's ``f(a) - f(b)``, row by row
+    (GP inputs ``(M, n_arm + 1)``): ``var = k(a, a) + k(b, b) - 2 k(a, b) - dk^T K^-1 dk``."""
+    X, _ = gp._require_data()
+    cache = gp._posterior_cache()
+    dk = gp.covar(a, X, "arm") - gp.covar(b, X, "arm")
+    mean = dk @ cache["alpha"]
+    var = (gp.prior_variance(a, "arm") + gp.prior_variance(b, "arm") - 2 * gp.covar(a, b, "arm").diagonal()
+           - ((dk @ cache["K_inv"]) * dk).sum(-1))
+    return mean, var.clamp_min(1e-18).sqrt()
+
+
+class GrowSearch(AdaptiveDBanditSchedule):
+    """``grow``: each ``d``'s search also starts from the best arm of ``d - 1`` points plus one."""
+
+    def _maximise(self, gp: BanditGP, kappa: float, seed: int) -> dict[int, tuple[Tensor, float]]:
+        best = super()._maximise(gp, kappa, seed)
+        for d in range(self.d_min + 1, self.d_max + 1):
+            upper = self._normalised_upper(d).to(best[d][0])
+            points = torch.sort(best[d - 1][0]).values
+            edges = torch.cat([points.new_zeros(1), points, upper[-1:]])
+            middles = (edges[:-1] + edges[1:]) / 2
+            grown = torch.sort(torch.cat([points.expand(len(middles), -1), middles[:, None]], -1), -1).values
+            grown = torch.minimum(grown, upper)
+            with torch.no_grad():
+                values = GPUCB(PaddedArms(gp, d - 1), kappa)(
+                    torch.cat([grown, torch.ones_like(grown[:, :1])], -1).unsqueeze(-2))
+            initial = grown[torch.argsort(values, descending=True)[:2]]
+            with torch.random.fork_rng(devices=[]):  # BoTorch's randomness: seeded, global RNG untouched
+                torch.manual_seed(seed + 100 + d)
+                x, value = maximize_ucb(PaddedArms(gp, d - 1), t_norm=1.0, kappa=kappa, seed=seed + 100 + d,
+                                        maxiter=self.acq_maxiter, upper=upper, initial=initial)
+            if value > best[d][1]:
+                best[d] = (x, value)
+        return best
+
+
+class ConfidentPoints(GrowSearch):
+    """``confident``: the GP-UCB maximiser over all ``d``, then drop each point the posterior is not
+    one standard deviation sure helps."""
+
+    def _maximise(self, gp: BanditGP, kappa: float, seed: int) -> dict[int, tuple[Tensor, float]]:
+        best = super()._maximise(gp, kappa, seed)
+        top = max(best, key=lambda d: best[d][1])
+        return {top: best[top]}  # the library's parsimony then has one d to choose from
+
+    def _keeps(self, gain: Tensor, sd: Tensor, kappa: float, margin: float) -> Tensor:
+        """A score per point of the arm: the lowest-scored point is dropped while its score is below 0.
+        Here the posterior mean gain over its standard deviation, less one."""
+        return gain / sd - 1.0
+
+    def _simplify(self, gp: BanditGP, kappa: float, x: Tensor, value: float, floor: float
+                  ) -> tuple[Tensor, float, int]:
+        margin, dropped = value - floor, 0
+        with torch.no_grad():
+            while x.numel() + 1 > self.d_min:
+                n = x.numel()
+                without = x.expand(n, -1)[~torch.eye(n, dtype=torch.bool)].reshape(n, n - 1)
+                t = torch.ones(n, 1, dtype=x.dtype)
+                whole = PaddedArms(gp, n).pad(torch.cat([x.expand(n, -1), t], -1))
+                gain, sd = difference_posterior(gp, whole, PaddedArms(gp, n - 1).pad(torch.cat([without, t], -1)))
+                score = self._keeps(gain, sd, kappa, margin)
+                k = int(torch.argmin(score))
+                if float(score[k]) >= 0:
+                    break
+                x, dropped = without[k], dropped + 1
+        return x, value, dropped
+
+
+class OptimisticPoints(ConfidentPoints):
+    """``optimistic``: drop a point only while its optimistic gain is below the margin."""
+
+    def _keeps(self, gain: Tensor, sd: Tensor, kappa: float, margin: float) -> Tensor:
+        return gain + math.sqrt(kappa) * sd - margin
+
+
+RULES: dict[str, type[AdaptiveDBanditSchedule]] = {
+    "library": AdaptiveDBanditSchedule, "grow": GrowSearch, "confident": ConfidentPoints,
+    "optimistic": OptimisticPoints,
+}
+
+
+def main(rules: list[str], seeds: range, epochs: int | None = None, **options: Any) -> None:
+    keys, jobs = [], []
+    for name in STEP_CASES:
+        case = CASES[name] if epochs is None else dataclasses.replace(CASES[name], epochs=epochs)
+        for rule in rules:
+            factory = ScheduleFactory.of(RULES[rule], 10, window=case.window, **BUDGET, **options)
+            for seed in seeds:
+                keys.append((name, rule))
+                jobs.append((case, factory, seed))
+    results = run_cases(jobs, max_workers=2)
+    print("| case | rule | d trained most (per seed) | mean regret (per seed) |\n|---|---|---|---|")
+    for start in range(0, len(jobs), len(seeds)):
+        name, rule = keys[start]
+        part = results[start:start + len(seeds)]
+        regrets = [round(r.regret, 2) for r in part]
+        modes = [r.d_mode for r in part]
+        print(f"| {name} | {rule} | {modes} | {statistics.mean(regrets):.2f} {regrets} |", flush=True)
+
+
+if __name__ == "__main__":
+    chosen = (sys.argv[1] if len(sys.argv) > 1 else "library,grow,confident,optimistic").split(",")
+    unknown = [r for r in chosen if r not in RULES]
+    if unknown:
+        sys.exit(f"unknown rule(s) {unknown}; accepted: {', '.join(RULES)}")
+    main(chosen, range(int(sys.argv[2]) if len(sys.argv) > 2 else 4),
+         int(sys.argv[3]) if len(sys.argv) > 3 else None)
