@@ -26,11 +26,8 @@ defaults to the cases' 160).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-import statistics
 import sys
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -38,10 +35,8 @@ from torch import Tensor
 from tvolib.bandit.acquisition import GPUCB, PaddedArms, maximize_ucb
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.model import BanditGP
-from tvolib.bandit.testbed import CASES, ScheduleFactory, run_cases
 
-STEP_CASES = ("d3-step-mild", "d10-step-mild")
-BUDGET = dict(raw_samples=128, num_restarts=4, device="cpu")
+from adaptive_tolerance import compare  # benchmarks/, this script's folder
 
 
 def difference_posterior(gp: BanditGP, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
@@ -126,23 +121,8 @@ RULES: dict[str, type[AdaptiveDBanditSchedule]] = {
 }
 
 
-def main(rules: list[str], seeds: range, epochs: int | None = None, **options: Any) -> None:
-    keys, jobs = [], []
-    for name in STEP_CASES:
-        case = CASES[name] if epochs is None else dataclasses.replace(CASES[name], epochs=epochs)
-        for rule in rules:
-            factory = ScheduleFactory.of(RULES[rule], 10, window=case.window, **BUDGET, **options)
-            for seed in seeds:
-                keys.append((name, rule))
-                jobs.append((case, factory, seed))
-    results = run_cases(jobs, max_workers=2)
-    print("| case | rule | d trained most (per seed) | mean regret (per seed) |\n|---|---|---|---|")
-    for start in range(0, len(jobs), len(seeds)):
-        name, rule = keys[start]
-        part = results[start:start + len(seeds)]
-        regrets = [round(r.regret, 2) for r in part]
-        modes = [r.d_mode for r in part]
-        print(f"| {name} | {rule} | {modes} | {statistics.mean(regrets):.2f} {regrets} |", flush=True)
+def main(rules: list[str], seeds: range, epochs: int | None = None) -> None:
+    compare({rule: (RULES[rule], {}) for rule in rules}, seeds, epochs, "rule")
 
 
 if __name__ == "__main__":

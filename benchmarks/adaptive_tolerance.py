@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import sys
+from typing import Any
 
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.testbed import CASES, ScheduleFactory, run_cases
@@ -27,23 +28,31 @@ STEP_CASES = ("d3-step-mild", "d10-step-mild")
 BUDGET = dict(raw_samples=128, num_restarts=4, device="cpu")
 
 
-def main(tolerances: list[float], seeds: range, epochs: int | None = None) -> None:
+def compare(variants: dict[str, tuple[type, dict[str, Any]]], seeds: range, epochs: int | None = None,
+            column: str = "variant") -> None:
+    """Run every variant (label -> schedule class and options; ``d_max = 10``) on both step cases,
+    all seeds, two at a time, and print one Markdown row per case and variant."""
     keys, jobs = [], []
     for name in STEP_CASES:
         case = CASES[name] if epochs is None else dataclasses.replace(CASES[name], epochs=epochs)
-        for tol in tolerances:
-            factory = ScheduleFactory.of(AdaptiveDBanditSchedule, 10, window=case.window,
-                                         d_tolerance=tol, **BUDGET)
+        for label, (cls, options) in variants.items():
+            factory = ScheduleFactory.of(cls, 10, window=case.window, **BUDGET, **options)
             for seed in seeds:
-                keys.append((name, tol))
+                keys.append((name, label))
                 jobs.append((case, factory, seed))
     results = run_cases(jobs, max_workers=2)
-    print("| case | d_tolerance | d trained most (per seed) | mean regret (per seed) |\n|---|---|---|---|")
+    print(f"| case | {column} | d trained most (per seed) | mean regret (per seed) |\n|---|---|---|---|")
     for start in range(0, len(jobs), len(seeds)):
-        name, tol = keys[start]
+        name, label = keys[start]
         part = results[start:start + len(seeds)]
         regrets = [round(r.regret, 2) for r in part]
-        print(f"| {name} | {tol} | {[r.d_mode for r in part]} | {statistics.mean(regrets):.2f} {regrets} |")
+        modes = [r.d_mode for r in part]
+        print(f"| {name} | {label} | {modes} | {statistics.mean(regrets):.2f} {regrets} |", flush=True)
+
+
+def main(tolerances: list[float], seeds: range, epochs: int | None = None) -> None:
+    compare({str(tol): (AdaptiveDBanditSchedule, {"d_tolerance": tol}) for tol in tolerances}, seeds, epochs,
+            "d_tolerance")
 
 
 if __name__ == "__main__":
