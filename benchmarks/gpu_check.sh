@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One-GPU check of stacked training, in about 6 minutes on an H100 (its timeouts add up to 9): the CUDA
+# One-GPU check of stacked training, in about 7 minutes on an H100 (its timeouts add up to 10): the CUDA
 # tests (stacked numerics, no host syncs in the minibatch loop, precision scopes, one-pass stacked
 # evaluation), bench_stack.py in fp32 / tf32 / bf16 / bf16 + torch.compile at K = 1, 32, 128 and
 # S = 10, 50 (each row beside the cost model's prediction) with the stacked evaluation's rate, the
+# chunked IWAE-5000 evaluation against one point at a time (bench_evaluate.py), the
 # precision check at the reference configuration (bench_precision.py: 6k/1k MNIST, batch 1000, S = 10,
 # d = 5, log schedule, 3 seeds, 200 epochs, IWAE-5000), and the Fig 4 slice of the gpu profile through
 # the runner (25 runs, one stack; 40 of its 100 epochs) beside the cost model's estimate.
@@ -111,6 +112,8 @@ rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || [ "$rc" = 5 ] || status=1   # 5: no test s
 
 echo "== bench_stack.py: fp32 eager, and one stacked IWAE-1000 evaluation of 1 and 20 runs on 10k points =="
 timeout 55 $BENCH --K 1 32 128 --eval-K 1 20 2>&1 | tee "$OUT/bench_fp32.txt"
+echo "== bench_evaluate.py: IWAE-5000 one point at a time vs chunked (the speed-up target is >= 20x on a GPU) =="
+timeout 60 $PY benchmarks/bench_evaluate.py --device cuda --points 200 2>&1 | tee "$OUT/bench_evaluate.txt"
 for p in tf32 bf16; do
   echo "== bench_stack.py: $p eager =="
   timeout 30 $BENCH --K 32 128 --precision $p 2>&1 | tee "$OUT/bench_$p.txt"
