@@ -85,7 +85,7 @@ class ConfidentPoints(GrowSearch):
         top = max(best, key=lambda d: best[d][1])
         return {top: best[top]}  # the library's parsimony then has one d to choose from
 
-    def _keeps(self, gain: Tensor, sd: Tensor, kappa: float, margin: float) -> Tensor:
+    def _point_scores(self, gain: Tensor, sd: Tensor, kappa: float, margin: float) -> Tensor:
         """A score per point of the arm: the lowest-scored point is dropped while its score is below 0.
         Here the posterior mean gain over its standard deviation, less one."""
         return gain / sd - 1.0
@@ -100,7 +100,7 @@ class ConfidentPoints(GrowSearch):
                 t = torch.ones(n, 1, dtype=x.dtype)
                 whole = PaddedArms(gp, n).pad(torch.cat([x.expand(n, -1), t], -1))
                 gain, sd = difference_posterior(gp, whole, PaddedArms(gp, n - 1).pad(torch.cat([without, t], -1)))
-                score = self._keeps(gain, sd, kappa, margin)
+                score = self._point_scores(gain, sd, kappa, margin)
                 k = int(torch.argmin(score))
                 if float(score[k]) >= 0:
                     break
@@ -111,7 +111,7 @@ class ConfidentPoints(GrowSearch):
 class OptimisticPoints(ConfidentPoints):
     """``optimistic``: drop a point only while its optimistic gain is below the margin."""
 
-    def _keeps(self, gain: Tensor, sd: Tensor, kappa: float, margin: float) -> Tensor:
+    def _point_scores(self, gain: Tensor, sd: Tensor, kappa: float, margin: float) -> Tensor:
         return gain + math.sqrt(kappa) * sd - margin
 
 
