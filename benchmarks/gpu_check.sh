@@ -16,6 +16,9 @@
 #                                        # 50 MB) and the submitit wheel to benchmarks/gpu_data/wheels/
 #   benchmarks/gpu_check.sh              # on the GPU machine: unpacks them to a temporary data root, runs the checks
 #   benchmarks/gpu_check.sh extra        # the earlier checks (bandit pool, trainers end to end, runner smoke sweep)
+#   benchmarks/gpu_check.sh single       # the single-run checks: every CUDA test, bench_evaluate.py (IWAE-5000
+#                                        # chunked vs one point at a time), bench_train.py (trainer vs floor);
+#                                        # about 3 minutes
 #   benchmarks/gpu_check.sh bandit       # the bandit at the gpu profile: the Fig 4 slice (MNIST, d = 5, S = 10,
 #                                        # 5 seeds, 100 epochs, 4 schedules) through the runner, with the arms
 #                                        # the bandit chose (share of degenerate GP arms); about 3 minutes
@@ -81,6 +84,17 @@ if [ "${1:-}" = "extra" ]; then
   exit $status
 fi
 
+if [ "${1:-}" = "single" ]; then
+  echo "== CUDA tests (-k cuda), all of them: the single-run trainer's sync-free loop and the dataset on CUDA too =="
+  timeout 120 $PY -m pytest tests -q -k cuda -p no:cacheprovider -rfEs 2>&1 | tee "$OUT/tests_all.txt"
+  rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || status=1
+  echo "== bench_evaluate.py: IWAE-5000 one point at a time vs chunked (the speed-up target is >= 20x on a GPU) =="
+  timeout 60 $PY benchmarks/bench_evaluate.py --device cuda --points 200 2>&1 | tee "$OUT/bench_evaluate.txt"
+  echo "== bench_train.py: the single-run trainer against the bare floor (target <= 1.25) =="
+  timeout 90 $PY benchmarks/bench_train.py --device cuda --epochs 4 --repeats 2 --skip-sizing 2>&1 | tee "$OUT/bench_train.txt"
+  exit $status
+fi
+
 if [ "${1:-}" = "bandit" ]; then
   echo "== Fig 4 slice of the gpu profile through the runner (MNIST, d = 5, S = 10, 5 seeds, 100 epochs) =="
   # A file, not stdin: the bandit's worker processes (spawn) import the main script.
@@ -89,17 +103,20 @@ import tempfile, time
 from tvolib import runs
 from tvolib.paper.bandit_analysis import arm_summary
 from tvolib.paper.results import collect_schedule_histories
-from tvolib.paper.sweeps import fig4_vae_mnist_fashion
+from tvolib.paper.sweeps import fig4_vae_mnist_fashion, protocol_method
 if __name__ == "__main__":
     configs = [c for c in fig4_vae_mnist_fashion("gpu") if c.dataset == "mnist" and c.S == 10 and c.d == 5]
     root = tempfile.mkdtemp()
     t0 = time.perf_counter()
     frame = runs.run_configs(configs, results_root=root, device="cuda", progress=False)
     print(f"{len(configs)} runs in {time.perf_counter() - t0:.1f} s")
-    print(frame.groupby("schedule")["test_log_px"].agg(["mean", "sem", "count"]).round(2).to_string())
-    print(frame.groupby("schedule")["test_kl"].agg(["mean", "sem"]).round(2).to_string())
-    bandit = [c for c in configs if c.schedule == "gp_bandit"]
-    print(arm_summary(collect_schedule_histories(bandit, root), ["seed"]).to_string())
+    assert list(frame["schedule"]) == [c.schedule for c in configs], "rows not in config order"
+    frame["method"] = [protocol_method(c) for c in configs]  # the two bandits: the code's protocol and tvolib's
+    print(frame.groupby("method")[["test_log_px", "test_kl"]].agg(["mean", "sem", "count"]).round(2).to_string())
+    for method in ("code", "tvolib"):
+        bandit = [c for c in configs if c.schedule == "gp_bandit" and protocol_method(c) == method]
+        print(f"arms of the bandit under the {method} protocol")
+        print(arm_summary(collect_schedule_histories(bandit, root), ["seed"]).to_string())
 PYEOF
   timeout 400 $PY "$OUT/fig4_slice_bandit.py" 2>&1 | tee "$OUT/fig4_slice_bandit.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1

@@ -84,7 +84,14 @@ class GaussianVAE(LatentVariableModel):
         x = self._check_x(x)
         q = self.q(x)
         shape = (check_samples(S),)
-        z = q.rsample(shape) if reparam else q.sample(shape)
+        if reparam:
+            z = q.rsample(shape)
+        else:
+            # Not q.sample: torch.normal with a tensor std checks std >= 0 on the host, a CUDA
+            # synchronisation per minibatch. rsample draws the same eps (one normal_ of the sample shape)
+            # and returns the same mean + eps * std, bit for bit on the CPU.
+            with torch.no_grad():
+                z = q.rsample(shape)
         return self.log_joint(z, x), q.log_prob(z)
 
     def sample_joint(self, n: int) -> tuple[Tensor, Tensor]:

@@ -253,17 +253,22 @@ def check_losses(task: Task, epoch: int, history: list[dict[str, Any]], where: s
 
 
 def check_parameters(task: Task, epoch: int, history: list[dict[str, Any]], where: str,
-                     cause: BaseException) -> None:
-    """After epoch ``epoch`` failed with ``cause``: raise :class:`TrainingDivergedError` if a parameter
-    is NaN (e.g. restored from a checkpoint that holds NaN weights), naming it and the checkpoint."""
+                     cause: BaseException | None = None) -> None:
+    """Raise :class:`TrainingDivergedError` if a parameter is NaN, naming it and the checkpoint: after
+    epoch ``epoch`` failed with ``cause``, or (``cause=None``) on resuming before epoch ``epoch``
+    from a checkpoint that holds NaN weights."""
     nan = next((found for name, module in task.modules.items()
                 if (found := _nan_at(module.state_dict(), name)) is not None), None)
     if nan is None:
         return
     previous = next((r for r in reversed(history) if "loss" in r), history[-1] if history else None)
+    if cause is None:
+        why, whose = "restored", "the"
+    else:
+        detail = str(cause).splitlines()[0] if str(cause) else "no detail"
+        why, whose = f"{type(cause).__name__}: {detail}", "if the run had just resumed, the"
     raise TrainingDivergedError(
-        f"training diverged at epoch {epoch}: the parameter {nan} holds NaN ({type(cause).__name__}: "
-        f"{str(cause).splitlines()[0] if str(cause) else 'no detail'}); if the run had just resumed, the "
+        f"training diverged at epoch {epoch}: the parameter {nan} holds NaN ({why}); {whose} "
         f"checkpoint in {where} holds them: delete it to restart the run",
         epoch=epoch, minibatch=0, last_metrics=previous,
     ) from cause
@@ -359,7 +364,7 @@ def _nan_at(value: Any, where: str) -> str | None:
 def restore(task: Task, folder: RunFolder | None, state: dict[str, Any]) -> None:
     """``task.load_state_dict(state)``; a state the task cannot take (damaged optimiser, model or RNG
     state, an invalid schedule state) raises a :class:`~tvolib.checkpoint.CorruptFileError` naming
-    the checkpoint and the way out. (NaN weights are restored: the first epoch reports them as a
+    the checkpoint and the way out. (NaN weights are restored: :func:`begin` then reports them as a
     divergence, see :func:`check_parameters`.)"""
     path = folder.checkpoint_path if folder is not None else "the checkpoint"
     advice = f"delete {path} to restart the run"
@@ -393,7 +398,10 @@ def begin(task: Task, folder: RunFolder | None, state: dict[str, Any] | None, la
     if state is not None:
         check_data_source(task, folder, state)
         restore(task, folder, state)
-        return list(state["history"]), dict(state["timers"]), int(state["epoch"])
+        history, done = list(state["history"]), int(state["epoch"])
+        if done < last:  # one host read at resume: NaN weights would only show as a NaN loss later
+            check_parameters(task, done + 1, history, _where(folder))
+        return history, dict(state["timers"]), done
     history = [{"epoch": 0, **_timed(timers, "eval_seconds", task.evaluate, 0)}]
     if task.schedule.evidence_spec is not None:
         _timed(timers, "bandit_seconds", lambda: task.schedule.step(0, evidence=task.initial_evidence()))
