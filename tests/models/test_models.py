@@ -72,6 +72,23 @@ def test_vae_densities_match_torch_distributions(x):
     torch.testing.assert_close(model.log_q_given(z2, xs), Normal(mean, log_std.exp()).log_prob(z2).sum(-1))
 
 
+def test_vae_score_function_draws_are_normal_samples_without_gradient(x):
+    """The non-reparameterised draw (taken with ``rsample`` under ``no_grad``, which on CUDA avoids
+    ``Normal.sample``'s host check of the scale) is the draw ``Normal.sample`` makes from the same
+    generator state, and carries no gradient to the encoder through ``z``."""
+    model = _small("vae")
+    torch.manual_seed(3)
+    _, log_q = model.log_joint_and_q(x, 4, reparam=False)
+    torch.manual_seed(3)
+    mean, log_std = model.encoder(x).chunk(2, dim=-1)
+    q = Normal(mean, log_std.exp())
+    z = q.sample((4,))
+    torch.testing.assert_close(log_q, q.log_prob(z).sum(-1), rtol=0, atol=0)
+    (grad,) = torch.autograd.grad(log_q.sum(), model.encoder[0].weight)
+    (expected,) = torch.autograd.grad(q.log_prob(z).sum(), model.encoder[0].weight)
+    torch.testing.assert_close(grad, expected, rtol=0, atol=0)
+
+
 def test_sbn_densities_and_initialisation_follow_the_authors_setup(x):
     mean = torch.rand(784)
     mean[:3] = torch.tensor([0.0, 1.0, 0.5])
