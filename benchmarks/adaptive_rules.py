@@ -1,9 +1,11 @@
-"""Other rules for the adaptive-d bandit's choice of d, on the test bed's two step cases.
+"""Rules for the adaptive-d bandit's choice of d, on the test bed's two step cases.
 
-:class:`tvolib.bandit.AdaptiveDBanditSchedule` takes the smallest ``d`` whose best GP-UCB value is
-within a margin of the largest, then drops points while the value stays within it. Where nine
-spread points are best (``d10-step-mild``) that keeps it at 3 to 4 points. The rules here change
-only that choice (same GP, windows, budget and margin ``d_tolerance sqrt(kappa (1 - phi_trend))``):
+:class:`tvolib.bandit.AdaptiveDBanditSchedule` offers two: ``thompson`` (the default: one joint
+posterior draw at every ``d``'s GP-UCB maximiser, the largest wins) and ``margin`` (the smallest
+``d`` whose best GP-UCB value is within a margin of the largest, then points dropped while the
+value stays within it; where nine spread points are best, ``d10-step-mild``, that keeps it at 3 to
+4 points). The other rules here change only the margin rule's choice (same GP, windows, budget and
+margin ``d_tolerance sqrt(kappa (1 - phi_trend))``):
 
 * ``grow``: each ``d``'s search also starts from the best arm of ``d - 1`` points plus one point
   (at the middle of each of its gaps), so that the best value found never falls with ``d``; the
@@ -16,13 +18,16 @@ only that choice (same GP, windows, budget and margin ``d_tolerance sqrt(kappa (
   that posterior mean plus ``sqrt(kappa)`` standard deviations, is below the margin: points the GP
   knows little about are kept and trained, and dropped once it has learnt they add nothing.
 
+``fixed-<d>`` (``d`` from 2 to 10) is the paper's bandit at that fixed ``d`` (the tvolib protocol),
+for comparison.
+
 Printed for each rule and case: the ``d`` each seed trains most in the second half of the run, and
 the mean regret of the second half's arms, at the system tests' acquisition budget.
 
     .venv/bin/python benchmarks/adaptive_rules.py [rules] [seeds] [epochs]   # 3 minutes a rule, 2 cores
 
-e.g. ``benchmarks/adaptive_rules.py library,grow,confident,optimistic 4`` (the defaults; ``epochs``
-defaults to the cases' 160).
+e.g. ``benchmarks/adaptive_rules.py thompson,margin,grow,confident,optimistic 4`` (the defaults;
+``seeds`` is a count from 0 or a range ``start:stop``; ``epochs`` defaults to the cases' 160).
 """
 from __future__ import annotations
 
@@ -35,8 +40,9 @@ from torch import Tensor
 from tvolib.bandit.acquisition import GPUCB, PaddedArms, maximize_ucb
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.model import BanditGP
+from tvolib.bandit.scheduler import GPBanditSchedule
 
-from adaptive_tolerance import compare  # benchmarks/, this script's folder
+from adaptive_tolerance import compare, seed_range  # benchmarks/, this script's folder
 
 
 def difference_posterior(gp: BanditGP, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
@@ -115,20 +121,23 @@ class OptimisticPoints(ConfidentPoints):
         return gain + math.sqrt(kappa) * sd - margin
 
 
-RULES: dict[str, type[AdaptiveDBanditSchedule]] = {
-    "library": AdaptiveDBanditSchedule, "grow": GrowSearch, "confident": ConfidentPoints,
-    "optimistic": OptimisticPoints,
+MARGIN = {"d_choice": "margin"}
+#: Each rule: the schedule class, its first argument (``d_max``, or ``d`` of a fixed bandit) and options.
+RULES: dict[str, tuple[type[GPBanditSchedule], int, dict[str, str]]] = {
+    "thompson": (AdaptiveDBanditSchedule, 10, {}), "margin": (AdaptiveDBanditSchedule, 10, MARGIN),
+    "grow": (GrowSearch, 10, MARGIN), "confident": (ConfidentPoints, 10, MARGIN),
+    "optimistic": (OptimisticPoints, 10, MARGIN),
+    **{f"fixed-{d}": (GPBanditSchedule, d, {}) for d in range(2, 11)},  # the paper's bandit at one d
 }
 
 
 def main(rules: list[str], seeds: range, epochs: int | None = None) -> None:
-    compare({rule: (RULES[rule], {}) for rule in rules}, seeds, epochs, "rule")
+    compare({rule: RULES[rule] for rule in rules}, seeds, epochs, "rule")
 
 
 if __name__ == "__main__":
-    chosen = (sys.argv[1] if len(sys.argv) > 1 else "library,grow,confident,optimistic").split(",")
+    chosen = (sys.argv[1] if len(sys.argv) > 1 else "thompson,margin,grow,confident,optimistic").split(",")
     unknown = [r for r in chosen if r not in RULES]
     if unknown:
         sys.exit(f"unknown rule(s) {unknown}; accepted: {', '.join(RULES)}")
-    main(chosen, range(int(sys.argv[2]) if len(sys.argv) > 2 else 4),
-         int(sys.argv[3]) if len(sys.argv) > 3 else None)
+    main(chosen, seed_range(sys.argv[2] if len(sys.argv) > 2 else "4"), int(sys.argv[3]) if len(sys.argv) > 3 else None)

@@ -1,7 +1,8 @@
 """The adaptive-d bandit's parsimony margin on the test bed: which d it trains, and its regret.
 
-For each ``d_tolerance`` (the margin, as a share of an unknown arm's exploration bonus, that a
-point must add to be kept; :class:`tvolib.bandit.AdaptiveDBanditSchedule`) and each of the two
+For each ``d_tolerance`` of the margin rule (``d_choice="margin"``: the margin, as a share of an
+unknown arm's exploration bonus, that a point must add to be kept;
+:class:`tvolib.bandit.AdaptiveDBanditSchedule`) and each of the two
 step cases (``d3-step-mild``: two interior points best; ``d10-step-mild``: nine spread points
 best), prints the ``d`` trained most often in the second half of each seed's run and the mean
 regret of the second half's arms, at the system tests' acquisition budget
@@ -28,15 +29,16 @@ STEP_CASES = ("d3-step-mild", "d10-step-mild")
 BUDGET = dict(raw_samples=128, num_restarts=4, device="cpu")
 
 
-def compare(variants: dict[str, tuple[type, dict[str, Any]]], seeds: range, epochs: int | None = None,
+def compare(variants: dict[str, tuple[type, int, dict[str, Any]]], seeds: range, epochs: int | None = None,
             column: str = "variant") -> None:
-    """Run every variant (label -> schedule class and options; ``d_max = 10``) on both step cases,
-    all seeds, two at a time, and print one Markdown row per case and variant."""
+    """Run every variant (label -> schedule class, its first argument: ``d_max`` of an adaptive
+    bandit, ``d`` of a fixed one, and options) on both step cases, all seeds, two at a time, and
+    print one Markdown row per case and variant."""
     keys, jobs = [], []
     for name in STEP_CASES:
         case = CASES[name] if epochs is None else dataclasses.replace(CASES[name], epochs=epochs)
-        for label, (cls, options) in variants.items():
-            factory = ScheduleFactory.of(cls, 10, window=case.window, **BUDGET, **options)
+        for label, (cls, size, options) in variants.items():
+            factory = ScheduleFactory.of(cls, size, window=case.window, **BUDGET, **options)
             for seed in seeds:
                 keys.append((name, label))
                 jobs.append((case, factory, seed))
@@ -50,11 +52,17 @@ def compare(variants: dict[str, tuple[type, dict[str, Any]]], seeds: range, epoc
         print(f"| {name} | {label} | {modes} | {statistics.mean(regrets):.2f} {regrets} |", flush=True)
 
 
+def seed_range(text: str) -> range:
+    """``"4"``: seeds 0 to 3; ``"4:12"``: seeds 4 to 11."""
+    return range(*[int(v) for v in text.split(":")]) if ":" in text else range(int(text))
+
+
 def main(tolerances: list[float], seeds: range, epochs: int | None = None) -> None:
-    compare({str(tol): (AdaptiveDBanditSchedule, {"d_tolerance": tol}) for tol in tolerances}, seeds, epochs,
+    compare({str(tol): (AdaptiveDBanditSchedule, 10, {"d_choice": "margin", "d_tolerance": tol})
+             for tol in tolerances}, seeds, epochs,
             "d_tolerance")
 
 
 if __name__ == "__main__":
     tols = [float(t) for t in (sys.argv[1] if len(sys.argv) > 1 else "0,0.02,0.05,0.1,0.2").split(",")]
-    main(tols, range(int(sys.argv[2]) if len(sys.argv) > 2 else 4), int(sys.argv[3]) if len(sys.argv) > 3 else None)
+    main(tols, seed_range(sys.argv[2] if len(sys.argv) > 2 else "4"), int(sys.argv[3]) if len(sys.argv) > 3 else None)

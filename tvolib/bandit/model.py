@@ -427,6 +427,19 @@ class BanditGP(Model):
         var = (self.prior_variance(x2d, component) - ((k_star @ cache["K_inv"]) * k_star).sum(-1)).clamp_min(0.0)
         return mean.reshape(batch), var.reshape(batch)
 
+    def joint_posterior(self, x: Tensor, component: str = "total") -> tuple[Tensor, Tensor]:
+        """Posterior mean ``(M,)`` and covariance ``(M, M)`` of ``f`` jointly at the rows of ``x``
+        ``(M, n_arm + 1)``: ``mu = K_*^T (K + s^2 I)^{-1} y``, ``Sigma = k(x, x) - K_*^T (K + s^2 I)^{-1}
+        K_*`` (``component`` as in :meth:`mean_and_variance`, whose diagonal this is). For joint
+        posterior draws, e.g. Thompson sampling between arms."""
+        if component not in ("total", "arm"):
+            raise ValueError(f"component must be 'total' or 'arm'; got {component!r}")
+        X, _ = self._require_data()
+        cache = self._posterior_cache()
+        k_star = self.covar(x, X, component)
+        cov = self.covar(x, x, component) - k_star @ cache["K_inv"] @ k_star.T
+        return k_star @ cache["alpha"], (cov + cov.T) / 2
+
     def posterior(self, X: Tensor, output_indices=None, observation_noise=False, posterior_transform=None, **kwargs):
         """BoTorch posterior of ``f`` at ``X`` ``(batch, q, n_arm + 1)``, independent over points.
 

@@ -25,6 +25,7 @@ from tvolib.tvo import linear, log_uniform
 __all__ = [
     "BANDIT_REVISION",
     "BANDIT_SCHEDULES",
+    "SCHEDULE_REVISIONS",
     "SCHEDULES",
     "VARIABLE_D_SCHEDULES",
     "canonical_options",
@@ -41,6 +42,10 @@ __all__ = [
 BANDIT_REVISION = GPBanditSchedule.REVISION
 BANDIT_SCHEDULES: tuple[str, ...] = ("gp_bandit", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random",
                                      "gp_bandit_adaptive")
+#: Revisions of one schedule's numbers beyond :data:`BANDIT_REVISION` (schedule -> revision): part
+#: of that schedule's runs' digests only, so its cached results are not reused while every other
+#: run keeps its name.
+SCHEDULE_REVISIONS: dict[str, int] = {"gp_bandit_adaptive": AdaptiveDBanditSchedule.D_CHOICE_REVISION}
 #: Schedules whose length changes between epochs: the config's ``d`` is their largest (``d_max``),
 #: and their runs train alone, never in a stack (whose runs share one ``d``).
 VARIABLE_D_SCHEDULES: tuple[str, ...] = ("gp_bandit_adaptive",)
@@ -211,11 +216,13 @@ def config_digest(kind: str, fields: dict[str, Any], bandit: bool) -> str:
     """A config's 12-hex-digit name: sha256 of the sorted JSON of ``{"kind": kind, **fields}``.
 
     ``bandit=True`` (the run trains with a schedule of :data:`BANDIT_SCHEDULES`) adds
-    ``bandit_revision``, so runs whose numbers changed with the bandit get new names while every
-    other config keeps its name.
+    ``bandit_revision``, and for a schedule of :data:`SCHEDULE_REVISIONS` its ``schedule_revision``,
+    so runs whose numbers changed with the bandit get new names while every other config keeps its name.
     """
     payload = {"kind": kind, **fields}
     if bandit:
         payload["bandit_revision"] = BANDIT_REVISION
+        if fields.get("schedule") in SCHEDULE_REVISIONS:
+            payload["schedule_revision"] = SCHEDULE_REVISIONS[fields["schedule"]]
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
