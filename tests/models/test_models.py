@@ -56,20 +56,24 @@ def test_shapes_finite_and_parameter_split(name, x):
         model.log_joint_and_q(x[:, :10], 2, reparam=False)
 
 
+def _vae_q(model, x: torch.Tensor) -> Normal:
+    """q(z | x) of the VAE built by hand from its encoder (factorised over dimensions)."""
+    mean, log_std = model.encoder(x).chunk(2, dim=-1)
+    return Normal(mean, log_std.exp())
+
+
 def test_vae_densities_match_torch_distributions(x):
     model = _small("vae")
     torch.manual_seed(1)
     log_p, log_q = model.log_joint_and_q(x, 5, reparam=True)
     torch.manual_seed(1)
-    mean, log_std = model.encoder(x).chunk(2, dim=-1)
-    q = Normal(mean, log_std.exp())
+    q = _vae_q(model, x)
     z = q.rsample((5,))
     torch.testing.assert_close(log_q, q.log_prob(z).sum(-1))
     expected = Normal(0.0, 1.0).log_prob(z).sum(-1) + Bernoulli(logits=model.decoder(z)).log_prob(x).sum(-1)
     torch.testing.assert_close(log_p, expected)
     z2, xs = model.sample_joint(3)
-    mean, log_std = model.encoder(xs).chunk(2, dim=-1)
-    torch.testing.assert_close(model.log_q_given(z2, xs), Normal(mean, log_std.exp()).log_prob(z2).sum(-1))
+    torch.testing.assert_close(model.log_q_given(z2, xs), _vae_q(model, xs).log_prob(z2).sum(-1))
 
 
 def test_vae_score_function_draws_are_normal_samples_without_gradient(x):
@@ -80,8 +84,7 @@ def test_vae_score_function_draws_are_normal_samples_without_gradient(x):
     torch.manual_seed(3)
     _, log_q = model.log_joint_and_q(x, 4, reparam=False)
     torch.manual_seed(3)
-    mean, log_std = model.encoder(x).chunk(2, dim=-1)
-    q = Normal(mean, log_std.exp())
+    q = _vae_q(model, x)
     z = q.sample((4,))
     torch.testing.assert_close(log_q, q.log_prob(z).sum(-1), rtol=0, atol=0)
     (grad,) = torch.autograd.grad(log_q.sum(), model.encoder[0].weight)
