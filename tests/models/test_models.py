@@ -86,10 +86,10 @@ def test_vae_score_function_draws_are_normal_samples_without_gradient(x):
     torch.manual_seed(3)
     q = _vae_q(model, x)
     z = q.sample((4,))
-    torch.testing.assert_close(log_q, q.log_prob(z).sum(-1), rtol=0, atol=0)
+    torch.testing.assert_close(log_q, q.log_prob(z).sum(-1))  # float32 tolerances: another code path
     (grad,) = torch.autograd.grad(log_q.sum(), model.encoder[0].weight)
     (expected,) = torch.autograd.grad(q.log_prob(z).sum(), model.encoder[0].weight)
-    torch.testing.assert_close(grad, expected, rtol=0, atol=0)
+    torch.testing.assert_close(grad, expected)  # the pathwise gradient would differ by far more
 
 
 def test_sbn_densities_and_initialisation_follow_the_authors_setup(x):

@@ -89,7 +89,7 @@ class GaussianVAE(LatentVariableModel):
         else:
             # Not q.sample: torch.normal with a tensor std checks std >= 0 on the host, a CUDA
             # synchronisation per minibatch. rsample draws the same eps (one normal_ of the sample shape)
-            # and returns the same mean + eps * std, bit for bit on the CPU.
+            # and returns the same mean + eps * std (bit for bit on the development CPU).
             with torch.no_grad():
                 z = q.rsample(shape)
         return self.log_joint(z, x), q.log_prob(z)
