@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import tvolib.training.images as train_mod
+import tvolib.training.schedule as schedule_mod
 from tvolib import checkpoint as ckpt
 from tvolib.training.images import SCHEDULES, RunConfig, build_schedule, train
 from tvolib.training.kinds import load_model
@@ -135,6 +136,14 @@ def test_digest_is_stable():
     assert RunConfig(model_options={"hidden": (50, 50)}).digest() == "d21d25d76027"
     payload = json.dumps({"kind": "tvo", **RunConfig().to_dict()}, sort_keys=True, separators=(",", ":"))
     assert hashlib.sha256(payload.encode()).hexdigest()[:12] == RunConfig().digest()
+
+
+
+def test_a_schedule_revision_renames_only_that_schedules_runs(monkeypatch):
+    adaptive, fixed_d = RunConfig(schedule="gp_bandit_adaptive", d=5), RunConfig(schedule="gp_bandit", d=5)
+    before = adaptive.digest(), fixed_d.digest()
+    monkeypatch.setitem(schedule_mod.SCHEDULE_REVISIONS, "gp_bandit_adaptive", 99)
+    assert adaptive.digest() != before[0] and fixed_d.digest() == before[1] and RunConfig().digest() == "d01831eb8b26"
 
 
 CHANGED = {
