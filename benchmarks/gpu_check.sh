@@ -22,6 +22,9 @@
 #   benchmarks/gpu_check.sh bandit       # the bandit at the gpu profile: the Fig 4 slice (MNIST, d = 5, S = 10,
 #                                        # 5 seeds, 100 epochs, 4 schedules) through the runner, with the arms
 #                                        # the bandit chose (share of degenerate GP arms); about 3 minutes
+#   benchmarks/gpu_check.sh adaptive     # the Fig 13 slice at the gpu profile (MNIST, S = 10, 5 seeds, 100
+#                                        # epochs): the adaptive-d bandit, then log, moments and tvolib's
+#                                        # bandit at d = 10, 2, 15, one group at a time; under 10 minutes
 # Results go to stdout and to $OUT (default ./gpu_check_out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -119,6 +122,38 @@ if __name__ == "__main__":
         print(arm_summary(collect_schedule_histories(bandit, root), ["seed"]).to_string())
 PYEOF
   timeout 400 $PY "$OUT/fig4_slice_bandit.py" 2>&1 | tee "$OUT/fig4_slice_bandit.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  exit $status
+fi
+
+if [ "${1:-}" = "adaptive" ]; then
+  echo "== Fig 13 slice of the gpu profile (MNIST, S = 10, 5 seeds, 100 epochs): the adaptive-d bandit, then log, =="
+  echo "== moments and tvolib's bandit at d = 10, 2 and 15 (d = 5 is the bandit mode's slice), one group at a time =="
+  cat > "$OUT/fig13_slice.py" <<'PYEOF'
+import os, sys, tempfile, time
+from tvolib import runs
+from tvolib.paper.results import collect_schedule_histories
+from tvolib.paper.sweeps import fig13_adaptive_d, protocol_method
+if __name__ == "__main__":
+    shrink = dict(epochs=20, n_train=600, n_test=100, eval_S=20, eval_every=10) if "--cpu-try" in sys.argv else {}
+    device = "cpu" if shrink else "cuda"
+    configs = [c.replace(**shrink) for c in fig13_adaptive_d("gpu")
+               if c.dataset == "mnist" and protocol_method(c) != "code"]
+    root = tempfile.mkdtemp()
+    groups = ((15, True), (10, False), (2, False), (15, False))
+    for d, adaptive in groups[1:] if "--fixed-only" in sys.argv else groups:
+        group = [c for c in configs if (c.schedule == "gp_bandit_adaptive") == adaptive and c.d == d]
+        t0 = time.perf_counter()
+        frame = runs.run_configs(group, results_root=root, device=device, progress=False)
+        frame["method"] = [protocol_method(c) for c in group]
+        print(f"d = {d}{' (d_max, adaptive)' if adaptive else ''}: {len(group)} runs in {time.perf_counter() - t0:.1f} s")
+        print(frame.groupby("method")[["test_log_px", "test_kl"]].agg(["mean", "sem", "count"]).round(2).to_string())
+        if adaptive:
+            rounds = collect_schedule_histories(group, root)
+            print(rounds.groupby("seed")["d"].agg(lambda s: " ".join(map(str, s))).to_string())
+        sys.stdout.flush()
+PYEOF
+  timeout 560 $PY "$OUT/fig13_slice.py" "${@:2}" 2>&1 | tee "$OUT/fig13_slice.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit $status
 fi

@@ -59,6 +59,18 @@ def test_staggered_domain_follows_the_code():
         staggered_upper(20, 0.05, 0.95)
 
 
+@pytest.mark.parametrize("d", [4, 7, 10, 13])
+def test_an_arm_on_the_staggered_upper_corner_survives_a_state_round_trip(d):
+    """hi * n / n rounds below hi for these d (0.95 * 3 / 3 = 0.9499999999999998); the last bound is
+    hi itself, so an arm on the upper corner, rounded to its recorded digits, still loads."""
+    assert staggered_upper(d, 0.05, 0.95)[-1] == 0.95
+    a = GPBanditSchedule(d, seed=0, device="cpu")
+    a._arm = a._finalise_arm(torch.tensor(a.upper, dtype=torch.float64)).tolist()
+    b = GPBanditSchedule(d, seed=0, device="cpu")
+    b.load_state_dict(a.state_dict())
+    assert b.current().tolist() == a.current().tolist()
+
+
 def test_the_gp_sees_every_coordinate_of_the_staggered_domain_on_the_unit_range():
     """The code min-max scales each coordinate of a (sorted) arm to [0, 1] by its own range, then
     sorts: the GP's feature of an arm is ``sort((b_k - lo) / (u_k - lo))``. Its corners are the unit

@@ -231,7 +231,9 @@ def staggered_upper(d: int, lo: float, hi: float) -> tuple[float, ...]:
         ``d - 1`` increasing upper bounds, the last equal to ``hi`` (``d > 2``).
     """
     n = d - 1
-    upper = (min(STAGGERED_UPPER_D2, hi),) if n == 1 else tuple(hi * k / n for k in range(1, n + 1))
+    # The last bound is hi itself: hi * n / n can round below hi (0.95 * 3 / 3 = 0.9499999999999998), and an arm
+    # on it, rounded to its recorded digits, would then fall outside the range its saved state is checked against.
+    upper = (min(STAGGERED_UPPER_D2, hi),) if n == 1 else tuple(hi * k / n for k in range(1, n)) + (hi,)
     if upper[0] <= lo:
         raise ValueError(
             f"arm_domain='staggered' needs hi / (d - 1) > lo: with box ({lo}, {hi}) the first upper bound "
