@@ -18,6 +18,12 @@ margin ``d_tolerance sqrt(kappa (1 - phi_trend))``):
   that posterior mean plus ``sqrt(kappa)`` standard deviations, is below the margin: points the GP
   knows little about are kept and trained, and dropped once it has learnt they add nothing.
 
+``nested`` changes the Thompson rule instead: the candidates of its one joint posterior draw are
+every ``d``'s GP-UCB maximiser and the arms it nests (less one point, then two, ..., each time the
+point whose loss lowers the posterior mean least, down to ``d_min``); the largest draw trains, ties
+to the fewer points. A point then stays with the posterior probability that it helps, and there is
+still no constant to set.
+
 ``fixed-<d>`` (``d`` from 2 to 10) is the paper's bandit at that fixed ``d`` (the tvolib protocol),
 for comparison.
 
@@ -121,12 +127,41 @@ class OptimisticPoints(ConfidentPoints):
         return gain + math.sqrt(kappa) * sd - margin
 
 
+class NestedThompson(AdaptiveDBanditSchedule):
+    """``nested``: Thompson sampling over every ``d``'s GP-UCB maximiser and the arms it nests,
+    the maximiser less one point, then less two, ... (each time the point whose loss lowers the
+    posterior mean least), down to ``d_min``. One joint draw at all of them; the largest draw
+    trains, ties to the fewer points. A point stays with the posterior probability that it helps.
+    The history's ``acq_by_d`` keeps the maximisers' GP-UCB values; a nested arm's ``acq_value`` is
+    its draw, and ``points_dropped`` stays 0."""
+
+    @staticmethod
+    def _thompson_draws(gp: BanditGP, best: dict[int, tuple[Tensor, float]], seed: int) -> dict[int, float]:
+        candidates: list[tuple[int, Tensor]] = []
+        for d, (x, _) in best.items():
+            candidates.append((d, x))
+            with torch.no_grad():
+                while x.numel() >= min(best):  # a drop leaves at least d_min - 1 points
+                    n = x.numel()
+                    without = x.expand(n, -1)[~torch.eye(n, dtype=torch.bool)].reshape(n, n - 1)
+                    rows = PaddedArms(gp, n - 1).pad(torch.cat([without, torch.ones(n, 1, dtype=x.dtype)], -1))
+                    mean, _ = gp.mean_and_variance(rows, "arm")
+                    x = without[int(torch.argmax(mean))]
+                    candidates.append((n, x))  # n - 1 points: d = n
+        draw = AdaptiveDBanditSchedule._joint_draw(gp, [x for _, x in candidates], seed)
+        draws: dict[int, float] = {}
+        for (d, x), value in zip(candidates, draw.tolist()):
+            if d not in draws or value > draws[d]:
+                draws[d], best[d] = value, (x, best[d][1] if x is best[d][0] else value)
+        return dict(sorted(draws.items()))  # the library trains best[d] of the largest draw, ties to fewer points
+
+
 MARGIN = {"d_choice": "margin"}
 #: Each rule: the schedule class, its first argument (``d_max``, or ``d`` of a fixed bandit) and options.
 RULES: dict[str, tuple[type[GPBanditSchedule], int, dict[str, str]]] = {
     "thompson": (AdaptiveDBanditSchedule, 10, {}), "margin": (AdaptiveDBanditSchedule, 10, MARGIN),
     "grow": (GrowSearch, 10, MARGIN), "confident": (ConfidentPoints, 10, MARGIN),
-    "optimistic": (OptimisticPoints, 10, MARGIN),
+    "optimistic": (OptimisticPoints, 10, MARGIN), "nested": (NestedThompson, 10, {}),
     **{f"fixed-{d}": (GPBanditSchedule, d, {}) for d in range(2, 11)},  # the paper's bandit at one d
 }
 
