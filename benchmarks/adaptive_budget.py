@@ -1,0 +1,56 @@
+"""The adaptive-d bandit over Fig 11's long budget: with many rounds on real data, where does it stand?
+
+Fig 13 gives the adaptive-d bandit (:class:`tvolib.bandit.AdaptiveDBanditSchedule`, Thompson
+sampling of ``d``) about 18 rounds at ``quick``; on the test bed it needed about 80 to be level with
+the bandit fixed at the right ``d`` (``benchmarks/adaptive_rules.py``). This script trains it under
+Fig 11's budget (MNIST, 475 epochs of 3,000 examples at ``quick``; its windows and burn-in; the
+tvolib protocol; ``d`` in ``[2, 10]``, the profile's largest), three seeds, beside Fig 11's runs
+(log, linear, moments, random arms and both bandits at ``d = 5``, read from the results folder when
+``make figures`` has computed them, trained otherwise), and prints test log p(x) and KL at the last
+epoch and the ``d`` the adaptive runs trained in each third of their rounds.
+
+    TVOLIB_DATA=<data root> .venv/bin/python benchmarks/adaptive_budget.py [profile]   # quick: ~20 min on 2 cores
+"""
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import pandas as pd
+
+from tvolib import runs
+from tvolib.paper.profiles import get_profile
+from tvolib.paper.results import collect_schedule_histories
+from tvolib.paper.sweeps import budget_series, fig11_bandit_budget
+
+
+def adaptive_configs(profile: str) -> list:
+    """Fig 11's tvolib-protocol bandit runs with the adaptive-d bandit (``d`` up to the profile's largest)."""
+    d_max = max(get_profile(profile).d_values)
+    return [c.replace(schedule="gp_bandit_adaptive", d=d_max).validate()
+            for c in fig11_bandit_budget(profile) if budget_series(c) == "gp_bandit_tvolib"]
+
+
+def d_by_third(rounds: pd.DataFrame) -> str:
+    """The ``d`` trained in each third of the GP's rounds, most common first (``d: count``)."""
+    gp = rounds[rounds["source"] == "gp"]
+    thirds = [gp.iloc[k * len(gp) // 3:(k + 1) * len(gp) // 3]["d"] for k in range(3)]
+    return " | ".join(", ".join(f"{d}: {n}" for d, n in Counter(t).most_common(4)) for t in thirds)
+
+
+def main(profile: str) -> None:
+    reference, adaptive = fig11_bandit_budget(profile), adaptive_configs(profile)
+    if not reference:
+        sys.exit(f"profile {profile!r} runs no Fig 11 budget")
+    frame = runs.run_configs(reference + adaptive, progress=False)
+    frame["series"] = [budget_series(c) for c in reference] + ["gp_bandit_adaptive"] * len(adaptive)
+    table = frame.groupby("series")[["test_log_px", "test_kl"]].agg(["mean", "sem", "count"]).round(2)
+    print(table.sort_values(("test_log_px", "mean"), ascending=False).to_string())
+    rounds = collect_schedule_histories(adaptive)
+    for seed, part in rounds.groupby("seed"):
+        print(f"seed {seed}: {len(part)} rounds, {int((part['source'] == 'gp').sum())} by the GP; d trained "
+              f"per third of them: {d_by_third(part)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "quick")
