@@ -71,6 +71,19 @@ def test_an_arm_on_the_staggered_upper_corner_survives_a_state_round_trip(d):
     assert b.current().tolist() == a.current().tolist()
 
 
+@pytest.mark.parametrize("box", [(0.05, 0.99999), (0.05124, 0.95126), (0.00004, 0.5)])
+def test_rounded_arms_stay_in_a_box_of_more_decimals_and_their_state_loads(box):
+    """Arms are rounded to four decimals: on a box of more, a point on the box's edge would round
+    out of it (0.99999 to 1, outside the TVO's interior), so they live on the box's four-decimal values."""
+    a = GPBanditSchedule(5, box=box, seed=0, device="cpu")
+    corner = torch.tensor([box[0], box[0], *a.upper[2:]], dtype=torch.float64)
+    a._arm = a._finalise_arm(corner).tolist()
+    assert box[0] <= min(a._arm) and max(a._arm) <= box[1] and len(set(a._arm)) == 4
+    b = GPBanditSchedule(5, box=box, seed=0, device="cpu")
+    b.load_state_dict(a.state_dict())
+    assert b.current().tolist() == a.current().tolist()
+
+
 def test_the_gp_sees_every_coordinate_of_the_staggered_domain_on_the_unit_range():
     """The code min-max scales each coordinate of a (sorted) arm to [0, 1] by its own range, then
     sorts: the GP's feature of an arm is ``sort((b_k - lo) / (u_k - lo))``. Its corners are the unit

@@ -349,16 +349,37 @@ class BanditScheduleBase(Schedule):
         raw = self.lo + span * torch.rand(self.n_arm, generator=self._gen, dtype=torch.float64)
         return self._finalise_arm(raw)
 
+    def _rounded_box(self) -> tuple[float, float]:
+        """The arms' range under ``projection="round"``: the values of ``ROUND_DECIMALS`` decimals in
+        ``[lo, hi]``, so that a rounded arm never leaves the box (with ``hi = 0.99999`` a point on
+        it would round to 1, and its saved state would not load).
+
+        Example:
+            >>> from tvolib.bandit import GPBanditSchedule
+            >>> GPBanditSchedule(3, box=(0.01234, 0.99999), device="cpu")._rounded_box()
+            (0.0124, 0.9999)
+        """
+        unit = 10.0**-ROUND_DECIMALS
+        lo, hi = round(self.lo, ROUND_DECIMALS), round(self.hi, ROUND_DECIMALS)
+        lo = round(lo + unit, ROUND_DECIMALS) if lo < self.lo else lo
+        hi = round(hi - unit, ROUND_DECIMALS) if hi > self.hi else hi
+        if (self.n_arm - 1) * self._gap > hi - lo:
+            raise ValueError(f"box {self.box!r} holds too few {ROUND_DECIMALS}-decimal values ([{lo}, {hi}]) for "
+                             f"{self.n_arm} points {self._gap} apart; widen it or use projection='spread'")
+        return lo, hi
+
     def _finalise_arm(self, raw: Tensor) -> Tensor:
         """Project ``raw`` (beta units) to a valid arm; for unsorted GPs keep ``raw``'s order.
 
-        ``"round"``: round to 4 decimals first. Invariant: ``sort(result)`` is the strictly
-        increasing interior schedule trained with.
+        ``"round"``: round to 4 decimals first, within the box (:meth:`_rounded_box`). Invariant:
+        ``sort(result)`` is the strictly increasing interior schedule trained with.
         """
         raw = raw.detach().to("cpu", torch.float64)
+        lo, hi = self.lo, self.hi
         if self.projection == "round":
             raw = raw.round(decimals=ROUND_DECIMALS)
-        projected = project_arm(raw, self.lo, self.hi, self._gap)
+            lo, hi = self._rounded_box()
+        projected = project_arm(raw, lo, hi, self._gap)
         if self.projection == "round":  # pushing ties apart by one unit may leave float noise
             projected = projected.round(decimals=ROUND_DECIMALS)
         if self.sort_arms:
