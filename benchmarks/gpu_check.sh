@@ -130,7 +130,7 @@ if [ "${1:-}" = "adaptive" ]; then
   echo "== Fig 13 slice of the gpu profile (MNIST, S = 10, 5 seeds, 100 epochs): the adaptive-d bandit, then log, =="
   echo "== moments and tvolib's bandit at d = 10, 2 and 15 (d = 5 is the bandit mode's slice), one group at a time =="
   cat > "$OUT/fig13_slice.py" <<'PYEOF'
-import os, sys, tempfile, time
+import sys, tempfile, time
 from tvolib import runs
 from tvolib.paper.results import collect_schedule_histories
 from tvolib.paper.sweeps import fig13_adaptive_d, protocol_method
