@@ -8,8 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tvolib.bandit import GPBanditSchedule, RandomSchedule, arm_degeneracy, replay
+from tvolib.bandit import AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule, arm_degeneracy, replay
 from tvolib.bandit import scheduler as scheduler_module
 from tvolib.bandit.fit import fit_ml
 from tvolib.bandit.model import BanditGP, Hyperparameters, training_data
@@ -80,6 +82,23 @@ def test_rounded_arms_stay_in_a_box_of_more_decimals_and_their_state_loads(box):
     a._arm = a._finalise_arm(corner).tolist()
     assert box[0] <= min(a._arm) and max(a._arm) <= box[1] and len(set(a._arm)) == 4
     b = GPBanditSchedule(5, box=box, seed=0, device="cpu")
+    b.load_state_dict(a.state_dict())
+    assert b.current().tolist() == a.current().tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(lo=st.floats(1e-4, 0.04), hi=st.floats(0.9, 0.9999), d=st.integers(2, 15), adaptive=st.booleans(),
+       u=st.lists(st.floats(-0.2, 1.2), min_size=14, max_size=14))
+def test_any_finalised_arm_lies_in_its_box_and_its_state_loads(lo, hi, d, adaptive, u):
+    """Whatever the box's decimals, ``d`` and the raw proposal (outside the box too), the arm a
+    schedule trains is strictly increasing in the box, and its state loads into a twin."""
+    make = (lambda: AdaptiveDBanditSchedule(max(d, 3), box=(lo, hi), seed=0, device="cpu")) if adaptive else (
+        lambda: GPBanditSchedule(d, box=(lo, hi), seed=0, device="cpu"))
+    a = make()
+    raw = torch.tensor(u[:len(a.current()) - 1], dtype=torch.float64)
+    a._arm = a._finalise_arm(raw).tolist()
+    assert lo <= a._arm[0] and a._arm[-1] <= hi and all(x < y for x, y in zip(a._arm, a._arm[1:]))
+    b = make()
     b.load_state_dict(a.state_dict())
     assert b.current().tolist() == a.current().tolist()
 
