@@ -24,7 +24,11 @@
 #                                        # the bandit chose (share of degenerate GP arms); about 3 minutes
 #   benchmarks/gpu_check.sh adaptive     # the Fig 13 slice at the gpu profile (MNIST, S = 10, 5 seeds, 100
 #                                        # epochs): the adaptive-d bandit, then log, moments and tvolib's
-#                                        # bandit at d = 10, 2, 15, one group at a time; under 10 minutes
+#                                        # bandit at d = 10, 2, 15, one group at a time; under 10 minutes.
+#                                        # --dataset fashion_mnist: Fashion-MNIST, d = 5 first among the
+#                                        # fixed groups; --fixed-only: no adaptive group; --d 2,15: only
+#                                        # these fixed d; --tests: the
+#                                        # CUDA tests first (about a minute)
 # Results go to stdout and to $OUT (default ./gpu_check_out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -127,8 +131,13 @@ PYEOF
 fi
 
 if [ "${1:-}" = "adaptive" ]; then
-  echo "== Fig 13 slice of the gpu profile (MNIST, S = 10, 5 seeds, 100 epochs): the adaptive-d bandit, then log, =="
-  echo "== moments and tvolib's bandit at d = 10, 2 and 15 (d = 5 is the bandit mode's slice), one group at a time =="
+  echo "== Fig 13 slice of the gpu profile (S = 10, 5 seeds, 100 epochs; $*): the adaptive-d bandit, then log, =="
+  echo "== moments and tvolib's bandit at each fixed d (on MNIST d = 5 is the bandit mode's slice), one group at a time =="
+  if [[ " $* " == *" --tests "* ]]; then
+    echo "== CUDA tests (-k cuda) =="
+    timeout 90 $PY -m pytest tests -q -k cuda -p no:cacheprovider -rfE 2>&1 | tee "$OUT/tests.txt"
+    rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || [ "$rc" = 5 ] || status=1
+  fi
   cat > "$OUT/fig13_slice.py" <<'PYEOF'
 import sys, tempfile, time
 from tvolib import runs
@@ -137,10 +146,15 @@ from tvolib.paper.sweeps import fig13_adaptive_d, protocol_method
 if __name__ == "__main__":
     shrink = dict(epochs=20, n_train=600, n_test=100, eval_S=20, eval_every=10) if "--cpu-try" in sys.argv else {}
     device = "cpu" if shrink else "cuda"
+    dataset = sys.argv[sys.argv.index("--dataset") + 1] if "--dataset" in sys.argv else "mnist"
     configs = [c.replace(**shrink) for c in fig13_adaptive_d("gpu")
-               if c.dataset == "mnist" and protocol_method(c) != "code"]
+               if c.dataset == dataset and protocol_method(c) != "code"]
     root = tempfile.mkdtemp()
-    groups = ((15, True), (10, False), (2, False), (15, False))
+    # On MNIST, d = 5 is the bandit mode's slice; on another dataset it comes first among the fixed d.
+    fixed = (10, 2, 15) if dataset == "mnist" else (5, 10, 2, 15)
+    if "--d" in sys.argv:  # e.g. --d 2,15: only these fixed d
+        fixed = tuple(int(d) for d in sys.argv[sys.argv.index("--d") + 1].split(","))
+    groups = ((15, True),) + tuple((d, False) for d in fixed)
     for d, adaptive in groups[1:] if "--fixed-only" in sys.argv else groups:
         group = [c for c in configs if (c.schedule == "gp_bandit_adaptive") == adaptive and c.d == d]
         t0 = time.perf_counter()
@@ -150,10 +164,12 @@ if __name__ == "__main__":
         print(frame.groupby("method")[["test_log_px", "test_kl"]].agg(["mean", "sem", "count"]).round(2).to_string())
         if adaptive:
             rounds = collect_schedule_histories(group, root)
-            print(rounds.groupby("seed")["d"].agg(lambda s: " ".join(map(str, s))).to_string())
+            for seed, trained in rounds.groupby("seed")["d"]:
+                print(f"seed {seed}: d trained {' '.join(map(str, trained))}")
         sys.stdout.flush()
 PYEOF
-  timeout 560 $PY "$OUT/fig13_slice.py" "${@:2}" 2>&1 | tee "$OUT/fig13_slice.txt"
+  slice_s=560; [[ " $* " == *" --tests "* ]] && slice_s=470   # the whole mode stays under 10 minutes
+  timeout $slice_s $PY "$OUT/fig13_slice.py" "${@:2}" 2>&1 | tee "$OUT/fig13_slice.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit $status
 fi
