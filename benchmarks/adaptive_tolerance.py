@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
-from tvolib.bandit.testbed import CASES, ScheduleFactory, run_cases
+from tvolib.bandit.testbed import CASES, CaseResult, ScheduleFactory, TestbedCase, arm_value, run_cases
 
 #: The step cases and the acquisition budget of tests/bandit/test_adaptive.py.
 STEP_CASES = ("d3-step-mild", "d10-step-mild")
@@ -43,13 +43,25 @@ def compare(variants: dict[str, tuple[type, int, dict[str, Any]]], seeds: range,
                 keys.append((name, label))
                 jobs.append((case, factory, seed))
     results = run_cases(jobs, max_workers=2)
-    print(f"| case | {column} | d trained most (per seed) | mean regret (per seed) |\n|---|---|---|---|")
+    print(f"| case | {column} | d trained most (per seed) | mean regret (per seed) | d recommended at the end "
+          "(per seed) | its arm's regret |\n|---|---|---|---|---|---|")
     for start in range(0, len(jobs), len(seeds)):
         name, label = keys[start]
         part = results[start:start + len(seeds)]
         regrets = [round(r.regret, 2) for r in part]
         modes = [r.d_mode for r in part]
-        print(f"| {name} | {label} | {modes} | {statistics.mean(regrets):.2f} {regrets} |", flush=True)
+        print(f"| {name} | {label} | {modes} | {statistics.mean(regrets):.2f} {regrets} | "
+              f"{recommendation_cells(CASES[name], part)} |", flush=True)
+
+
+def recommendation_cells(case: TestbedCase, part: list[CaseResult]) -> str:
+    """The last GP round's recommended ``d`` of each run, and the mean regret of its recommended arm
+    at the end of the run; ``- | -`` for schedules that recommend nothing."""
+    last = [[row for row in r.history if row.get("recommended_arm") is not None][-1:] for r in part]
+    if not all(last):
+        return "- | -"
+    regrets = [round(1.0 - arm_value(case, rows[0]["recommended_arm"], 1.0), 2) for rows in last]
+    return f"{[rows[0]['recommended_d'] for rows in last]} | {statistics.mean(regrets):.2f} {regrets}"
 
 
 def seed_range(text: str) -> range:

@@ -225,7 +225,8 @@ def adaptive_d_table(frame: pd.DataFrame, adaptive: str = "gp_bandit_adaptive",
 
 def d_over_training(rounds: pd.DataFrame, keys: Sequence[str] = ("dataset", "seed")) -> pd.DataFrame:
     """The ``d`` each window of an adaptive-d run trained: one row per round with ``*keys``,
-    ``start_epoch``, ``epoch`` (its end) and ``d`` (a rounds frame of
+    ``start_epoch``, ``epoch`` (its end), ``d`` and, where the rounds recorded it, ``recommended_d``
+    (the ``d`` the bandit recommended at the round's end; NaN in random rounds) (a rounds frame of
     :class:`~tvolib.bandit.AdaptiveDBanditSchedule` runs).
 
     Example:
@@ -234,7 +235,8 @@ def d_over_training(rounds: pd.DataFrame, keys: Sequence[str] = ("dataset", "see
         [4, 2]
     """
     require(rounds, [*keys, "start_epoch", "epoch", "d"], "d_over_training")
-    out = rounds[[*keys, "start_epoch", "epoch", "d"]].dropna(subset=["start_epoch", "epoch"]).copy()
+    columns = [*keys, "start_epoch", "epoch", "d"] + (["recommended_d"] if "recommended_d" in rounds.columns else [])
+    out = rounds[columns].dropna(subset=["start_epoch", "epoch"]).copy()
     for column in ("start_epoch", "epoch", "d"):
         out[column] = out[column].astype(int)
     return out.sort_values([*keys, "start_epoch"]).reset_index(drop=True)

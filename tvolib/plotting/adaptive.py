@@ -28,14 +28,14 @@ def plot_adaptive_d(
     """One column per dataset: each metric versus d for the fixed-d schedules (mean and standard
     error over seeds), the adaptive-d bandit as a horizontal line with its standard-error band (one
     run per seed, whatever d it chose), and below, the d each of its windows trained (one line per
-    seed).
+    seed) and, where recorded, the d it recommended after each round (dashed).
 
     Args:
         summary: :func:`tvolib.paper.analysis.summarise_by_schedule` of the fixed-d runs
             (``dataset, d, schedule, n_seeds, <metric>_mean, <metric>_sem``).
         adaptive: the same summary of the adaptive runs by ``dataset`` and ``schedule``.
         d_rounds: :func:`tvolib.paper.bandit_analysis.d_over_training` (``dataset, seed,
-            start_epoch, epoch, d``).
+            start_epoch, epoch, d``, optionally ``recommended_d``).
         metrics: the first rows.
         dataset_labels: panel titles per dataset.
         title: the figure title.
@@ -87,8 +87,13 @@ def plot_adaptive_d(
             x = np.ravel(np.column_stack([run["start_epoch"], run["epoch"]]))
             y = np.repeat(run["d"].to_numpy(dtype=float), 2)
             ax.plot(x, y + 0.04 * (int(seed) % 5 - 2), color=palette.get(name, "k"), alpha=0.75, linewidth=1.2)
+            if "recommended_d" in run.columns and run["recommended_d"].notna().any():
+                shown = run.dropna(subset=["recommended_d"])
+                ax.plot(shown["epoch"], shown["recommended_d"].to_numpy(dtype=float) + 0.04 * (int(seed) % 5 - 2),
+                        color="0.25", alpha=0.75, linewidth=1.0, linestyle="--", drawstyle="steps-post")
+        recommended = "recommended_d" in chosen.columns and chosen["recommended_d"].notna().any()
         ax.set_xlabel("epoch")
-        ax.set_ylabel("d trained (each line a seed)")
+        ax.set_ylabel("d trained (solid), recommended (dashed)" if recommended else "d trained (each line a seed)")
         if len(chosen):
             ax.set_yticks(range(int(chosen["d"].min()), int(chosen["d"].max()) + 1))
     return finish(fig, axes[0][0], "schedule (mean $\\pm$ standard error over seeds)", title, ncol=3)
