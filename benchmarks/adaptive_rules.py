@@ -28,7 +28,9 @@ still no constant to set.
 for comparison.
 
 Printed for each rule and case: the ``d`` each seed trains most in the second half of the run, and
-the mean regret of the second half's arms, at the system tests' acquisition budget.
+the mean regret of the second half's arms, at the system tests' acquisition budget; for the
+adaptive bandits, also the ``d`` recommended at the last GP round (the class's recommendation,
+which does not change what is trained) and the regret of its arm.
 
     .venv/bin/python benchmarks/adaptive_rules.py [rules] [seeds] [epochs]   # 3 minutes a rule, 2 cores
 
