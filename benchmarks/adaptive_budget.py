@@ -7,7 +7,8 @@ Fig 11's budget (MNIST, 475 epochs of 3,000 examples at ``quick``; its windows a
 tvolib protocol; ``d`` in ``[2, 10]``, the profile's largest), three seeds, beside Fig 11's runs
 (log, linear, moments, random arms and both bandits at ``d = 5``, read from the results folder when
 ``make figures`` has computed them, trained otherwise), and prints test log p(x) and KL at the last
-epoch and the ``d`` the adaptive runs trained in each third of their rounds.
+epoch, the ``d`` the adaptive runs trained in each third of their rounds and the ``d`` they
+recommended after each GP round.
 
     TVOLIB_DATA=<data root> .venv/bin/python benchmarks/adaptive_budget.py [profile]   # quick: ~20 min on 2 cores
 """
@@ -50,6 +51,9 @@ def main(profile: str) -> None:
     for seed, part in rounds.groupby("seed"):
         print(f"seed {seed}: {len(part)} rounds, {int((part['source'] == 'gp').sum())} by the GP; d trained "
               f"per third of them: {d_by_third(part)}")
+        if "recommended_d" in part.columns:
+            recommended = [int(d) for d in part["recommended_d"].dropna()]
+            print(f"  d recommended after each GP round: {' '.join(map(str, recommended))}")
 
 
 if __name__ == "__main__":

@@ -164,8 +164,9 @@ if __name__ == "__main__":
         print(frame.groupby("method")[["test_log_px", "test_kl"]].agg(["mean", "sem", "count"]).round(2).to_string())
         if adaptive:
             rounds = collect_schedule_histories(group, root)
-            for seed, trained in rounds.groupby("seed")["d"]:
-                print(f"seed {seed}: d trained {' '.join(map(str, trained))}")
+            for seed, part in rounds.groupby("seed"):
+                print(f"seed {seed}: d trained {' '.join(map(str, part['d']))}; recommended "
+                      f"{' '.join(str(int(d)) for d in part['recommended_d'].dropna())}")
         sys.stdout.flush()
 PYEOF
   slice_s=560; [[ " $* " == *" --tests "* ]] && slice_s=470   # the whole mode stays under 10 minutes

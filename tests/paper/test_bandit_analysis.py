@@ -79,4 +79,6 @@ def test_d_over_training_orders_each_runs_windows():
                            "epoch": [3, 6.0, 3.0], "d": [4, 2.0, 7.0], "arm": ["[0.1]"] * 3})
     out = bandit_analysis.d_over_training(rounds)
     assert out[["seed", "start_epoch", "d"]].values.tolist() == [[0, 0, 7], [0, 3, 2], [1, 0, 4]]
-    assert out["d"].dtype.kind == "i"
+    assert out["d"].dtype.kind == "i" and "recommended_d" not in out  # rounds that recorded none
+    rounds["recommended_d"] = [3.0, float("nan"), 5.0]
+    assert bandit_analysis.d_over_training(rounds)["recommended_d"].fillna(0).tolist() == [5.0, 0.0, 3.0]

@@ -41,3 +41,16 @@ def test_missing_columns_are_named():
     summary, band, rounds = frames()
     with pytest.raises(ValueError, match=r"plot_adaptive_d \(d_rounds\) needs columns"):
         plot_adaptive_d(summary, band, rounds.drop(columns="d"))
+
+
+def test_the_recommended_d_is_drawn_dashed_where_recorded():
+    """Rounds that recorded a recommendation add one dashed line per seed at its values; random
+    rounds (NaN) are left out of it."""
+    summary, band, rounds = frames()
+    rounds["recommended_d"] = [float("nan") if r < 2 else 3.0 for r in rounds["start_epoch"] // 3]
+    fig = plot_adaptive_d(summary, band, rounds, title="smoke")
+    bottom = fig.axes[4]
+    dashed = [line for line in bottom.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 2 and all(len(line.get_xdata()) == 3 for line in dashed)
+    assert {round(float(y)) for line in dashed for y in line.get_ydata()} == {3}
+    assert "recommended" in bottom.get_ylabel()

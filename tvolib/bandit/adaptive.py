@@ -83,7 +83,7 @@ which treats the estimates as independent): the arms share the GP's uncertainty,
 asked is whether ``x_d`` is worse. The recommendation's search is seeded from the round's seed
 and draws nothing from the schedule's generator: the arms trained are those of revision 2. It is
 a second search of the same budget, so it doubles the acquisition's time per round (Fig 13's
-`quick` runs took 0.43-0.47 minutes a seed instead of 0.31-0.32).
+``quick`` runs took 0.43-0.47 minutes a seed instead of 0.31-0.32).
 
 On the test bed (``benchmarks/adaptive_rules.py thompson 4:12``, then ``0:4``; the recommendation
 of the last GP round, and the regret of its arm):
