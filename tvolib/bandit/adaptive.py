@@ -85,27 +85,12 @@ and draws nothing from the schedule's generator: the arms trained are those of r
 a second search of the same budget, so it doubles the acquisition's time per round (Fig 13's
 ``quick`` runs took 0.43-0.47 minutes a seed instead of 0.31-0.32).
 
-On the test bed (``benchmarks/adaptive_rules.py thompson 4:12``, then ``0:4``; the recommendation
-of the last GP round, and the regret of its arm):
-
-===================  ===================================  ==================================
-epochs, seeds        d3-step-mild                         d10-step-mild
-===================  ===================================  ==================================
-160, 4 to 11         4, 3, 3, 3, 2, 5, 2, 3; 0.34         5, 5, 8, 5, 7, 6, 7, 8; 0.38
-160, 0 to 3          5, 3, 3, 3; 0.38                     5, 7, 4, 5; 0.49
-480, 4 to 11         5, 3, 3, 3, 3, 4, 3, 3; 0.24         4, 9, 9, 10, 7, 8, 8, 9; 0.27
-480, 0 to 3          4, 3, 4, 3; 0.34                     8, 7, 7, 8; 0.26
-===================  ===================================  ==================================
-
-With about 80 rounds (480 epochs) it finds ``d = 3`` on 8 of 12 seeds where three points are best
-and 8 or more points on 8 of 12 where ten are (9 or 10 on 4; the best 8-point arm's regret is
-0.10, against 0.01 for ten): the right ``d`` on most seeds of both cases, by one rule, the first
-of this class's rules to do so (the same rule with the best arm's own standard deviation finds
-3 on 4 of seeds 4 to 11 and 8 or more on 3). With 45 rounds (160 epochs) it finds ``d = 3`` on 7
-of 12 but recommends 4 to 8 where ten are best: the GP is not yet sure what the last points gain.
-The recommended arms' regret is mixed against the trained arms' at 160 epochs (0.34, 0.38, 0.38,
-0.49 in the table's order against 0.32, 0.39, 0.44, 0.41) and level or below at 480 (0.24, 0.34,
-0.27, 0.26 against 0.29, 0.33, 0.30, 0.28).
+On the test bed (``docs/adaptive-d.md``, ``benchmarks/adaptive_rules.py``) it recommends, with
+about 80 rounds (480 epochs, seeds 0 to 11), ``d = 3`` on 8 of 12 seeds where three points are best
+and 8 or more points on 8 of 12 where ten are (9 or 10 on 4): the right ``d`` on most seeds of both
+cases, the first of the class's rules to do so. With 45 rounds (160 epochs) it recommends 3 on 7
+of 12 where three are best but 4 to 8 where ten are: the GP is not yet sure what the last points
+gain.
 
 The random rounds draw ``d`` uniformly from ``[d_min, d_max]``, then an arm from its domain. The
 corner guards are the code's two pseudo-observations: every point on ``lo`` and every point on
@@ -117,119 +102,19 @@ On the test bed
 ---------------
 Two cases of :mod:`tvolib.bandit.testbed` compare schedules of any length by their step functions:
 ``d3-step-mild`` (two interior points best; more points match it only by tying) and
-``d10-step-mild`` (nine spread points best). The paper's bandit fixed at each ``d`` gives the
-yardstick (``benchmarks/adaptive_rules.py``, 4 seeds, 160 epochs, the system tests' acquisition
-budget; mean regret of the second half's arms): where three points are best, d = 3 0.46, 4 0.38,
-6 0.37, 8 0.40, 10 0.41; where ten are, d = 3 0.97, 4 0.76, 6 0.42, 8 0.55, 10 0.33.
-Thompson sampling was chosen over the margin rule on seeds 4 to 11 (the system tests use 0 to 3),
-``benchmarks/adaptive_rules.py thompson,margin 4:12``; the ``d`` trained most per seed, then the
-mean regret:
+``d10-step-mild`` (nine spread points best). ``docs/adaptive-d.md`` gives the tables (from
+``benchmarks/adaptive_rules.py`` and ``benchmarks/adaptive_tolerance.py``); in short, on seeds 4
+to 11 at 160 epochs:
 
-==========  ==================================  ==================================
-d_choice    d3-step-mild                        d10-step-mild
-==========  ==================================  ==================================
-thompson    8, 6, 2, 9, 10, 8, 3, 10; 0.32      5, 10, 10, 9, 10, 8, 9, 10; 0.44
-margin      3, 3, 3, 3, 4, 2, 3, 3; 0.33        3, 4, 3, 3, 4, 2, 5, 4; 0.74
-==========  ==================================  ==================================
-
-Thompson sampling finds eight to ten points where ten are best (7 of 8 seeds), with a regret (0.44)
-level with the fixed ``d = 10`` bandit's on the same seeds (0.44; ``d = 3`` 0.94); where three are
-best its regret (0.32) is below the fixed ``d = 3`` and ``d = 10`` bandits' (0.39, 0.38;
-``benchmarks/adaptive_rules.py fixed-3,fixed-10 4:12``), but it does not find the three points: its
-arms keep extra points, most of them near the box's lower edge (e.g. seed 4's ``[0.069, 0.081, 0.09,
-0.097, 0.316, 0.624]`` against the optimum ``[0.3, 0.65]``: regret 0.16). Each costs little (one
-point at 0.05 0.02 in regret, at 0.1 0.06), too little for a few dozen noisy rounds to resolve. The
-margin rule finds three where three are best but stays at 2 to 5 where ten are: its history below.
-
-With three times the epochs (480, about 80 rounds; seeds 4 to 7,
-``benchmarks/adaptive_rules.py thompson,nested,fixed-3,fixed-10 4:8 480``) Thompson sampling is at
-least level with the bandit fixed at the right ``d`` in both cases, without knowing it:
-
-==========  ==============================  ==============================
-rule        d3-step-mild                    d10-step-mild
-==========  ==============================  ==============================
-thompson    4, 8, 10, 9; 0.30               7, 10, 10, 10; 0.33
-nested      3, 4, 4, 4; 0.25                5, 9, 7, 9; 0.38
-fixed-3     0.37                            0.96
-fixed-10    0.40                            0.35
-==========  ==============================  ==============================
-
-``nested`` (in the benchmark only) is Thompson sampling over every ``d``'s maximiser and the arms
-it nests (less one point, then two, ..., the least useful first), so that a point stays with the
-posterior probability that it helps. It trains three or four points where three are best, with the
-lowest regret there, and fewer than ten where ten are best, at a higher regret than Thompson's; at
-160 epochs (seeds 4 to 11) d = 4, 3, 3, 4, 4, 4, 3, 4 (0.33) and 6, 6, 10, 7, 9, 4, 5, 10 (0.41).
-It trades the two cases as the margins did, and Thompson sampling stays the default.
-
-The margin rule
----------------
-This class's rule before Thompson sampling (revision 1 of its choices). On seeds 0 to 3 it trains
-``d = 3`` on most seeds of ``d3-step-mild``, with lower regret than the ``d = 10`` bandit there.
-Where nine spread points are best (``d10-step-mild``) it stops at ``d = 3`` to 5: in a run's few
-dozen noisy rounds the GP does not learn what the further points gain, and parsimony drops them.
-Its regret there (0.7) is below the ``d = 3`` bandit's (0.97) but above the ``d = 10`` bandit's
-(0.33). ``d_tolerance`` trades the two cases and no value serves
-both (``benchmarks/adaptive_tolerance.py``, 4 seeds, the system tests' acquisition budget; the
-``d`` trained most per seed, then the mean regret):
-
-=============  ======================  =====================
-d_tolerance    d3-step-mild            d10-step-mild
-=============  ======================  =====================
-0              10, 10, 10, 7; 0.38     7, 6, 8, 7; 0.54
-0.02           5, 8, 4, 6; 0.38        8, 6, 6, 6; 0.40
-0.05           5, 6, 5, 4; 0.39        8, 5, 6, 6; 0.45
-0.1            4, 6, 4, 3; 0.39        4, 5, 5, 5; 0.54
-0.2 (default)  3, 4, 3, 3; 0.28        3, 4, 4, 4; 0.69
-=============  ======================  =====================
-
-Even without parsimony it trains 6 to 8 points where ten are best: the best arms of 6 to 8 points
-are within 0.1 to 0.2 of the optimum in regret (0.20, 0.15, 0.10 against 0.01 for ten), a gap
-that a few dozen noisy rounds do not resolve. The acquisition's budget is not the cause: at the
-default budget (``raw_samples``, ``num_restarts`` unset) and 0.2 it trains d = 3, 4, 3, 4 and
-4, 4, 4, 4 (regret 0.26 and 0.61), at 0.05 d = 6, 7, 4, 5 and 7, 5, 5, 5 (0.42 and 0.48).
-The default 0.2 is the only margin that trains d = 3 where three points are best on at least half
-of the seeds (3 of 4 at the tests' budget, 2 of 4 at the default one), and has the lowest regret
-there.
-
-More rounds do not change it: with three times the epochs (480, about 80 rounds instead of 45;
-``benchmarks/adaptive_tolerance.py 0.2 4 480``) it trains d = 4, 3, 3, 3 (regret 0.18) and 4, 4, 4,
-2 (0.73). The rounds' records say why (``d10-step-mild``, seed 0): from round 56 on it trains three
-points; the best GP-UCB value rises with ``d``, but ``d = 3``'s stays within 0.2 to 0.45
-(standardised units) of the top while the margin is 0.25 to 0.38 (``kappa`` about 4). A bandit that
-trains three points learns little about what seven more would gain, so the margin keeps it there.
-The gain is large: the best arms of 3, 4, 5, 6 and 8 points have regrets of about 0.81, 0.53, 0.31,
-0.20 and 0.10 there (a Nelder-Mead search of the case's own ``f``), against 0.01 for ten. But the
-GP fitted in those rounds has a length scale of 0.22 to 0.36 (embedding units; the case's width is
-0.077) or sits on its lower bound, and gives 0.6 to 0.75 of the variance to the trend: the
-many-point arms it has not trained look to it much like the three-point ones it has.
-
-Three other rules were tried in its place (same GP, search budget and margin;
-``benchmarks/adaptive_rules.py``, 4 seeds, 160 epochs):
-
-* ``grow``: each ``d``'s search also starts from the best arm of ``d - 1`` points plus one point,
-  so that the best value found never falls with ``d``;
-* ``confident``: the GP-UCB maximiser over all ``d``, less each point the posterior is not one
-  standard deviation sure helps;
-* ``optimistic``: as ``confident``, but a point goes only while its posterior mean gain plus
-  ``sqrt(kappa)`` standard deviations is below the margin.
-
-The ``d`` trained most per seed, then the mean regret:
-
-===========  ======================  =====================
-rule         d3-step-mild            d10-step-mild
-===========  ======================  =====================
-margin       3, 4, 3, 3; 0.28        3, 4, 4, 4; 0.69
-grow         3, 3, 3, 3; 0.30        3, 4, 3, 5; 0.72
-confident    3, 3, 3, 3; 0.30        2, 3, 4, 2; 0.86
-optimistic   6, 6, 5, 4; 0.40        6, 7, 6, 6; 0.43
-===========  ======================  =====================
-
-The optimistic rule keeps the points the GP knows little about, trains them, and drops them once
-it has learnt they add nothing. Of these it has the lowest regret where ten points are best
-(0.43), and it costs regret where three are (0.40 against 0.28; at 480 epochs 0.26 against 0.18,
-with d = 6, 4, 3, 5, and 0.43 where ten are, with d = 4, 5, 6, 6). None finds the right ``d`` on
-most seeds of both cases. Thompson sampling, the probability-matching form of the same optimism,
-replaced them as the default.
+* Thompson sampling trains 8 to 10 points on 7 of 8 seeds where ten are best, with a regret (0.44)
+  level with the bandit fixed at ``d = 10`` (0.44; ``d = 3`` 0.94); where three are best its
+  regret (0.32) is below the fixed ``d = 3`` and ``d = 10`` bandits' (0.39, 0.38), but it trains 2
+  to 10 points there: extra points near the box's lower edge cost little (one at 0.05 0.02 in
+  regret), too little for a few dozen noisy rounds to resolve. With 480 epochs it is level with or
+  below the bandit fixed at the right ``d`` in both cases.
+* The margin rule (revision 1 of the class's choices) trains ``d = 3`` where three are best but 2
+  to 5 points where ten are (regret 0.74); no margin serves both cases, and neither do the other
+  training rules tried (grow, confident, optimistic, nested): each trades the two cases.
 
 Example:
     >>> sched = AdaptiveDBanditSchedule(d_max=6, window=2, seed=0, device="cpu")
