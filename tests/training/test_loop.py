@@ -91,6 +91,8 @@ def test_killed_and_resumed_run_is_bit_identical(case, tmp_path, data_root):
         assert len({len(row["betas"]) for row in straight.history[1:]}) > 1
         d_of = {row["round"]: row["d"] for row in straight.schedule_history}
         assert all(2 <= d <= 5 for d in d_of.values())
+        recommended = [row["recommended_d"] for row in straight.schedule_history if row["source"] != "random"]
+        assert recommended and all(2 <= d <= 5 for d in recommended)  # the run's records keep the recommendation
     if "moments" in case:
         assert len(straight.schedule_history) == config.epochs  # re-estimated after every epoch
 
