@@ -16,7 +16,7 @@ seeds each; ``d = 5`` is Fig 11's), and prints their test log p(x) by ``d`` and 
 each in hindsight.
 
     TVOLIB_DATA=<data root> .venv/bin/python benchmarks/adaptive_budget.py [profile] [--grid]
-    # quick: ~20 min on 2 cores; --grid adds 27 runs, about an hour
+    # quick: ~20 min on 2 cores; --grid adds 36 runs, about 80 minutes
 """
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ def adaptive_configs(profile: str) -> list:
             for c in fig11_bandit_budget(profile) if budget_series(c) == "gp_bandit_tvolib"]
 
 
-#: The fixed ``d`` of ``--grid``: the profile's ``d`` values at ``quick`` and 3, where the adaptive
+#: The fixed ``d`` of ``--grid``: the profile's ``d`` values at ``quick`` and 3 and 4, where the adaptive
 #: runs' recommendation ends.
-GRID_D = (2, 3, 5, 10)
+GRID_D = (2, 3, 4, 5, 10)
 #: The fixed-``d`` series of ``--grid`` (:data:`~tvolib.paper.sweeps.BUDGET_SERIES` names).
 GRID_SERIES = ("log", "moments", "gp_bandit_tvolib")
 

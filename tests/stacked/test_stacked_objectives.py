@@ -11,6 +11,7 @@ from tvolib.stacked.objectives import (
     stacked_covariance_surrogate,
     stacked_iwae_bound,
     stacked_loss,
+    stacked_tvo_surrogate,
 )
 from tvolib.tvo import iwae_bound, linear, log_uniform
 
@@ -66,11 +67,37 @@ def test_left_points_are_the_single_run_widths():
     assert points.deltas.tolist() == [[0.5, 0.5], [0.25, 0.75]]
 
 
+def test_a_shorter_schedule_is_padded_with_intervals_of_width_zero():
+    points = left_points([[0.0, 0.5], [0.0, 0.25, 0.75]], dtype=torch.float64)
+    assert points.points.tolist() == [[0.0, 0.5, 0.5], [0.0, 0.25, 0.75]]
+    assert points.deltas.tolist() == [[0.5, 0.5, 0.0], [0.25, 0.5, 0.25]]
+
+
+@pytest.mark.parametrize("reparam", [False, True])
+def test_padding_leaves_the_surrogate_and_its_gradient_unchanged(reparam):
+    """In float64: the zero-width terms add exact zeros, so the padded sum is the sum (to the
+    rounding of a longer reduction) and so is its gradient."""
+    g = torch.Generator().manual_seed(0)
+    log_p, log_q = (torch.randn(1, 6, 3, generator=g, dtype=torch.float64) * 4 for _ in range(2))
+    schedule = [[0.0, 0.1, 0.45]]
+    values, grads = [], []
+    for d in (3, 7):
+        lp = log_p.clone().requires_grad_()
+        value = stacked_tvo_surrogate(lp, log_q, left_points(schedule, d=d, dtype=torch.float64), reparam)
+        value.sum().backward()
+        values.append(value.detach())
+        grads.append(lp.grad)
+    torch.testing.assert_close(values[1], values[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-12, atol=1e-12)
+
+
 def test_bad_inputs_are_named():
     stack, _ = stack_of("sbn")
     x, noise = batches(3), stack.draw_noise(generators(SEEDS), S, B)
-    with pytest.raises(ValueError, match="one length d"):
-        left_points([[0.0, 0.5], [0.0, 0.1, 0.2]])
+    with pytest.raises(ValueError, match=r"at most d = 2 points .*lengths \[3\]"):
+        left_points([[0.0, 0.1, 0.2]], d=2)
+    with pytest.raises(ValueError, match="K >= 1 schedules"):
+        left_points([])
     with pytest.raises(ValueError, match="schedule must be"):
         left_points([[0.1, 0.5]])
     with pytest.raises(ValueError, match="cannot be stacked"):

@@ -186,18 +186,26 @@ def test_configs_that_cannot_be_stacked_train_alone(tmp_path):
     _same_run(result, tmp_path / "many", ref, tmp_path / "single")  # exact: both are ``train``
 
 
-def test_a_run_whose_d_changes_trains_alone_beside_a_stack(tmp_path):
-    """A bandit that chooses d (its schedule's length changes between epochs) is kept out of stacks:
-    train_many trains it as ``train`` does, next to a stack of the other runs; a Stack refuses it."""
-    adaptive = BASE.replace(seed=7, epochs=3, d=5, schedule="gp_bandit_adaptive",
+def test_a_run_whose_d_changes_trains_in_a_stack_of_its_largest_d(tmp_path):
+    """A bandit that chooses d stacks with the runs of its config's d (its shorter schedules padded
+    with intervals of width zero): it is the run ``train`` trains to float32 rounding, its length
+    changing within the stack, and the stack resumes after a kill bit for bit."""
+    adaptive = BASE.replace(seed=7, d=5, schedule="gp_bandit_adaptive",
                             schedule_options={**WINDOWS, "n_init": 2, "raw_samples": 16, "num_restarts": 2})
-    assert stack_key(adaptive) is None and stack_key(adaptive.replace(schedule="gp_bandit")) is not None
-    others = [BASE.replace(seed=8, epochs=3), BASE.replace(seed=9, epochs=3, schedule="linear")]
-    results = _train_many([adaptive, *others], [tmp_path / "many", None, None])
+    configs = [adaptive, BASE.replace(seed=8, d=5), BASE.replace(seed=9, d=5, schedule="gp_bandit",
+                                                                 schedule_options=WINDOWS)]
+    assert len({stack_key(c) for c in configs}) == 1 and stack_key(adaptive) != stack_key(BASE)
+    dirs = [tmp_path / f"stack{i}" for i in range(3)]
+    results = _train_many(configs, dirs)
+    trained = [len(row["betas"]) for row in results[0].history if "betas" in row]
+    assert len(set(trained)) > 1 and min(trained) < 5  # its length changes, below the stack's d
     ref = train(adaptive, tmp_path / "single", device="cpu", progress=False)
-    _same_run(results[0], tmp_path / "many", ref, tmp_path / "single")  # exact: both are ``train``
-    with pytest.raises(ValueError, match="whose d changes between epochs.*train them alone"):
-        Stack([adaptive, others[0]], ["a", "b"], torch.device("cpu"), None)
+    _close_run(results[0], dirs[0], ref, tmp_path / "single")
+    mine = [tmp_path / f"resumed{i}" for i in range(3)]
+    _train_many(configs, mine, stop_after=2)
+    resumed = _train_many(configs, mine)
+    for i in range(3):
+        _same_run(resumed[i], mine[i], results[i], dirs[i])
 
 
 def test_bad_arguments_are_named(tmp_path):

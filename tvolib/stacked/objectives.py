@@ -7,8 +7,9 @@ float32 rounding), so a stack is K independent runs: run ``k``'s loss depends on
 inputs. The per-run losses are returned as a ``(K,)`` tensor; since the runs share no parameters,
 ``loss.sum().backward()`` gives every run its own gradient.
 
-Schedules may differ between the runs of a stack: the TVO's left points are a ``(K, d)`` tensor
-(:func:`left_points`), built once per epoch from the runs' schedules.
+Schedules may differ between the runs of a stack, in their points and in their length: the TVO's
+left points are a ``(K, d)`` tensor (:func:`left_points`), built once per epoch from the runs'
+schedules, a shorter schedule padded with intervals of width zero.
 
 Example:
     >>> pts = left_points([[0.0, 0.1, 0.5], [0.0, 0.3, 0.6]])      # two runs, d = 3
@@ -56,20 +57,43 @@ class StackedLossOutput(NamedTuple):
     log_w: Tensor
 
 
-def left_points(betas: Sequence[Sequence[float]] | Tensor, *, dtype: torch.dtype = torch.float32,
-                device: torch.device | str | None = None) -> LeftPoints:
-    """Validate K schedules of equal length ``d`` and return their left points and widths.
+def left_points(betas: Sequence[Sequence[float]] | Tensor, *, d: int | None = None,
+                dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> LeftPoints:
+    """Validate K schedules and return their left points and widths, ``(K, d)``.
 
     Each row goes through :func:`tvolib.tvo.riemann_weights` (the single-run code path), so the
-    float64 widths are the ones a single run uses before the cast to ``dtype``.
+    float64 widths are the ones a single run uses before the cast to ``dtype``. A schedule shorter
+    than ``d`` (a run whose schedule chooses its length, e.g. ``gp_bandit_adaptive``) is padded
+    with intervals of width zero at its last point, ``b_j = b_{d_k - 1}``, ``delta_j = 0`` for
+    ``j >= d_k``: the same left Riemann sum, ``sum_j delta_j f(b_j)``, term for term, and the same
+    gradient, since the padded terms are multiplied by an exact zero.
+
+    Args:
+        betas: K schedules, ``b_0 = 0 < b_1 < ... < 1`` each.
+        d: the stack's number of left points (default: the longest schedule's; every schedule must
+            have at most ``d`` points).
+        dtype, device: of the returned tensors.
+
+    Raises:
+        ValueError: no schedules, or one longer than ``d``, or one that is not a valid schedule.
     """
     rows = [torch.as_tensor(b, dtype=torch.float64).reshape(-1) for b in betas]
-    if not rows or len({r.numel() for r in rows}) != 1:
-        raise ValueError(f"betas must be K >= 1 schedules of one length d; got lengths {[r.numel() for r in rows]}")
+    if not rows:
+        raise ValueError("betas must hold K >= 1 schedules; got none")
+    lengths = [r.numel() for r in rows]
+    d = max(lengths) if d is None else d
+    if max(lengths) > d:
+        raise ValueError(f"betas must be schedules of at most d = {d} points (shorter ones are padded with "
+                         f"intervals of width zero); got lengths {lengths}")
     weights = [riemann_weights(r, "left") for r in rows]
-    points = torch.stack([nodes[:-1] for nodes, _ in weights])
-    deltas = torch.stack([w[:-1] for _, w in weights])
+    points = torch.stack([_pad(nodes[:-1], d, nodes[-2]) for nodes, _ in weights])
+    deltas = torch.stack([_pad(w[:-1], d, 0.0) for _, w in weights])
     return LeftPoints(points.to(dtype=dtype, device=device), deltas.to(dtype=dtype, device=device))
+
+
+def _pad(values: Tensor, d: int, fill: float | Tensor) -> Tensor:
+    """``values`` ``(n,)`` extended to ``(d,)`` with ``fill``."""
+    return torch.cat([values, values.new_full((d - values.numel(),), float(fill))])
 
 
 def stacked_iwae_bound(log_w: Tensor) -> Tensor:

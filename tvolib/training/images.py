@@ -83,7 +83,7 @@ class RunConfig(ExperimentConfig):
     unless the objective starts with ``"tvo"`` (other objectives get the ELBO point ``[0]``). For
     ``schedule="gp_bandit_adaptive"``, which chooses the number of points every round, ``d`` is the
     most it may choose (its ``d_max``; ``d_min`` and the rest are ``schedule_options``), and the run
-    trains alone, never in a stack (:func:`~tvolib.training.many.stack_key`).
+    stacks with the runs of that ``d`` (:func:`~tvolib.training.many.stack_key`).
     ``log_beta1`` is ``beta_1``, the first non-zero point of the ``log`` schedule (its name is kept
     so that results folders keep their names). ``schedule_options`` / ``model_options`` are extra
     keyword arguments for the schedule's constructor / ``build_model``, stored as a sorted tuple of

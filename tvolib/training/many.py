@@ -31,7 +31,6 @@ from tvolib.training.kinds import TRAINERS
 from tvolib.training.loop import (RunResult, TrainingDivergedError, begin, check_losses, end_epoch, evaluates_after,
                                   progress_bar)
 from tvolib.training.run_folder import RunFolder
-from tvolib.training.schedule import VARIABLE_D_SCHEDULES
 from tvolib.training.stack_runs import Stack, StackRun
 
 __all__ = ["PER_RUN_FIELDS", "StackRun", "TrainManyError", "stack_key", "train_many"]
@@ -61,13 +60,13 @@ def stack_key(config: Any) -> str | None:
     seed, objective, ``S``, the number of left points ``d`` (1 outside the TVO family), batch size,
     epochs, learning rate, evaluation settings. Stackable: :class:`RunConfig` with an objective of
     :data:`~tvolib.stacked.objectives.STACKED_OBJECTIVES` and a model :class:`StackedModel` batches,
-    whose schedule keeps one length: a run of :data:`~tvolib.training.schedule.VARIABLE_D_SCHEDULES`
-    (its ``d`` changes between epochs, where a stack's tensors hold one ``d`` for all its runs)
-    trains alone.
+    whose ``d`` is the config's: a run of :data:`~tvolib.training.schedule.VARIABLE_D_SCHEDULES`
+    (its schedule's length changes between epochs, up to its config's ``d``) stacks with the runs
+    of that ``d``, its shorter schedules padded with intervals of width zero
+    (:func:`~tvolib.stacked.objectives.left_points`).
     """
     if not isinstance(config, RunConfig) or config.objective not in STACKED_OBJECTIVES \
-            or MODEL_CLASSES.get(config.model) not in STACKABLE \
-            or (config.uses_schedule and config.schedule in VARIABLE_D_SCHEDULES):
+            or MODEL_CLASSES.get(config.model) not in STACKABLE:
         return None
     fields = {k: v for k, v in config.to_dict().items() if k not in PER_RUN_FIELDS}
     fields["d"] = config.d if config.uses_schedule else 1

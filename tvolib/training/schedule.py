@@ -46,8 +46,9 @@ BANDIT_SCHEDULES: tuple[str, ...] = ("gp_bandit", "gp_bandit_unsorted", "gp_band
 #: of that schedule's runs' digests only, so its cached results are not reused while every other
 #: run keeps its name.
 SCHEDULE_REVISIONS: dict[str, int] = {"gp_bandit_adaptive": AdaptiveDBanditSchedule.D_CHOICE_REVISION}
-#: Schedules whose length changes between epochs: the config's ``d`` is their largest (``d_max``),
-#: and their runs train alone, never in a stack (whose runs share one ``d``).
+#: Schedules whose length changes between epochs: the config's ``d`` is their largest (``d_max``);
+#: in a stack of that ``d`` their shorter schedules are padded with intervals of width zero
+#: (:func:`~tvolib.stacked.objectives.left_points`).
 VARIABLE_D_SCHEDULES: tuple[str, ...] = ("gp_bandit_adaptive",)
 
 

@@ -26,7 +26,6 @@ from tvolib.stacked.evaluate import DEFAULT_MAX_ELEMENTS, max_elements_for
 from tvolib.stacked.objectives import left_points, stacked_loss
 from tvolib.stacked.optim import StackedAdam
 from tvolib.training.images import SCHEDULE_LOG_WEIGHT_EXAMPLES, ImageTask, RunConfig, build_schedule
-from tvolib.training.schedule import VARIABLE_D_SCHEDULES
 from tvolib.training.loop import RunResult, Task, derived_seed, finish
 from tvolib.training.run_folder import RunFolder
 from tvolib.tvo import EvidenceSpec
@@ -179,11 +178,6 @@ class Stack:
 
     def __init__(self, configs: Sequence[RunConfig], names: Sequence[str], device: torch.device,
                  data_root: str | Path | None, compile: bool = False) -> None:
-        alone = [c.digest() for c in configs if c.uses_schedule and c.schedule in VARIABLE_D_SCHEDULES]
-        if alone:
-            raise ValueError(f"runs {alone} train with a schedule whose d changes between epochs "
-                             f"({', '.join(VARIABLE_D_SCHEDULES)}), but a stack's runs share one d: train them "
-                             "alone (train_many and the runner do)")
         first = configs[0]
         data = load_dataset(first.dataset, data_root, n_train=first.n_train, n_test=first.n_test,
                             seed=first.data_seed)
@@ -233,7 +227,7 @@ class Stack:
         perm = torch.stack([torch.randperm(n, generator=r.generators["shuffle"]) for r in runs]).to(dev)
         loss_log, sums = train_epoch(self.model, self.optimiser, config.objective, x, perm, [r.noise for r in runs],
                                      S=config.S, batch_size=config.batch_size, specs=[r.spec for r in runs],
-                                     points=left_points(betas, device=dev) if config.uses_schedule else None,
+                                     points=left_points(betas, d=config.d, device=dev) if config.uses_schedule else None,
                                      precision=config.precision, loss_fn=self.loss_fn)
         self.x_epoch = x
         loss_log = loss_log.cpu()  # once for all runs: their divergence checks then read nothing back
