@@ -18,7 +18,6 @@ from tvolib.checkpoint import atomic_save, load
 from tvolib.training.images import RunConfig, train
 from tvolib.training.loop import TrainingDivergedError
 from tvolib.training.many import TrainManyError, stack_key, train_many
-from tvolib.training.stack_runs import Stack
 
 from numerics import assert_runs_close, run_terms
 
