@@ -220,9 +220,12 @@ def test_bad_arguments_are_named(tmp_path):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_stacked_runs_follow_the_single_runs():
-    """On CUDA the same noise streams, batched kernels: the runs agree with ``train`` to float32 rounding."""
+    """On CUDA the same noise streams, batched kernels: the runs agree with ``train`` to float32 rounding
+    (a bandit that chooses d among them, padded to the stack's d)."""
     torch.backends.cuda.matmul.allow_tf32 = False
-    configs = [BASE.replace(seed=1, epochs=2), BASE.replace(seed=2, epochs=2, schedule="linear")]
-    stacked_runs = train_many(configs, [None, None], device="cuda", progress=False)
+    adaptive = BASE.replace(seed=3, epochs=3, schedule="gp_bandit_adaptive",
+                            schedule_options={**WINDOWS, "n_init": 1, "raw_samples": 16, "num_restarts": 2})
+    configs = [BASE.replace(seed=1, epochs=3), BASE.replace(seed=2, epochs=3, schedule="linear"), adaptive]
+    stacked_runs = train_many(configs, [None] * len(configs), device="cuda", progress=False)
     for config, result in zip(configs, stacked_runs):
         _close_run(result, None, train(config, None, device="cuda", progress=False), None)
