@@ -1,0 +1,77 @@
+"""What limits the adaptive-d bandit's recommendation on the test bed: its GP or its rule.
+
+At every GP round :class:`tvolib.bandit.AdaptiveDBanditSchedule` recommends the smallest ``d``
+whose posterior-mean maximiser ``x_d`` is not one posterior standard deviation (of the
+difference) below the best ``x*`` (the one-standard-error rule). On the test bed the true value
+of every ``x_d`` is known, so one can tell the two ways the recommendation can miss the right
+``d`` apart:
+
+* the rule: the GP's ``x_d`` of the right ``d`` is good, but the rule prefers fewer points;
+* the GP: the ``x_d`` of the right ``d`` is itself far from the optimum (the search has not found
+  it), so no rule over these candidates can see what the right ``d`` gains.
+
+Printed per case and seed, at the last GP round: the recommended ``d``, the ``d`` whose ``x_d``
+the GP rates best, the ``d`` whose ``x_d`` is truly best, and the true regret ``1 - f`` of every
+``x_d`` (``d`` = 2 to 10). The runs are those of ``benchmarks/adaptive_rules.py thompson`` (same
+seeds, budget and noise), so the recommendations match its table.
+
+    .venv/bin/python benchmarks/adaptive_recommendation.py [seeds] [epochs]   # 480 epochs: ~15 min for 8 seeds
+
+e.g. ``benchmarks/adaptive_recommendation.py 4:12 480`` (the defaults).
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import sys
+from typing import Any
+
+from torch import Tensor
+
+from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
+from tvolib.bandit.model import BanditGP
+from tvolib.bandit.testbed import CASES, ScheduleFactory, arm_value, run_cases
+
+from adaptive_tolerance import BUDGET, STEP_CASES, seed_range  # benchmarks/, this script's folder
+
+
+class RecordingCandidates(AdaptiveDBanditSchedule):
+    """The library's schedule, whose history also keeps every ``d``'s posterior-mean maximiser
+    (``candidates_by_d``, beta units) of each GP round's recommendation. Same draws, same arms."""
+
+    def _maximise(self, gp: BanditGP, kappa: float, seed: int) -> dict[int, tuple[Tensor, float]]:
+        best = super()._maximise(gp, kappa, seed)
+        if kappa == 0.0:  # the recommendation's search (GP-UCB at kappa = 0 is the posterior mean)
+            self._candidates = {d: (self.lo + (self.hi - self.lo) * x.cpu()).tolist() for d, (x, _) in best.items()}
+        return best
+
+    def _recommend(self, gp: BanditGP, seed: int) -> dict[str, Any]:
+        return {**super()._recommend(gp, seed), "candidates_by_d": self._candidates}
+
+
+def main(seeds: range, epochs: int) -> None:
+    jobs = []
+    for name in STEP_CASES:
+        case = dataclasses.replace(CASES[name], epochs=epochs)
+        factory = ScheduleFactory.of(RecordingCandidates, 10, window=case.window, **BUDGET)
+        jobs += [(case, factory, seed) for seed in seeds]
+    results = run_cases(jobs, max_workers=2)
+    print("| case | seed | recommended d | GP's best d | truly best d | true regret of x_d, d = 2..10 |\n"
+          "|---|---|---|---|---|---|")
+    right: dict[str, list[tuple[int, int]]] = {}
+    for (case, _, seed), result in zip(jobs, results):
+        row = [r for r in result.history if r.get("recommended_d") is not None][-1]
+        regret = {int(d): 1.0 - arm_value(case, arm, 1.0) for d, arm in row["candidates_by_d"].items()}
+        ds = sorted(regret)
+        gp_best = ds[max(range(len(ds)), key=row["mean_by_d"].__getitem__)]
+        true_best = min(ds, key=lambda d: (round(regret[d], 2), d))  # ties (to 0.01) to the fewer points
+        right.setdefault(case.name, []).append((row["recommended_d"], true_best))
+        print(f"| {case.name} | {seed} | {row['recommended_d']} | {gp_best} | {true_best} | "
+              f"{' '.join(f'{regret[d]:.2f}' for d in ds)} |", flush=True)
+    for name, pairs in right.items():
+        print(f"{name}: the recommended d is the truly best candidate's on {sum(r == t for r, t in pairs)} "
+              f"of {len(pairs)} seeds (truly best d, mean {statistics.mean(t for _, t in pairs):.1f})")
+
+
+if __name__ == "__main__":
+    main(seed_range(sys.argv[1] if len(sys.argv) > 1 else "4:12"), int(sys.argv[2]) if len(sys.argv) > 2 else 480)
