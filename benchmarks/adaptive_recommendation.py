@@ -1,21 +1,25 @@
-"""What limits the adaptive-d bandit's recommendation on the test bed: its GP or its rule.
+"""What limits the adaptive-d bandit's recommendation on the test bed: its GP, its search or its rule.
 
 At every GP round :class:`tvolib.bandit.AdaptiveDBanditSchedule` recommends the smallest ``d``
 whose posterior-mean maximiser ``x_d`` is not one posterior standard deviation (of the
 difference) below the best ``x*`` (the one-standard-error rule). On the test bed the true value
-of every ``x_d`` is known, so one can tell the two ways the recommendation can miss the right
-``d`` apart:
+of every ``x_d`` is known, so one can tell apart the ways the recommendation can miss the right
+``d``:
 
 * the rule: the GP's ``x_d`` of the right ``d`` is good, but the rule prefers fewer points;
-* the GP: the ``x_d`` of the right ``d`` is itself far from the optimum (the search has not found
-  it), so no rule over these candidates can see what the right ``d`` gains.
+* the GP: the ``x_d`` of the right ``d`` is itself far from the optimum, so no rule over these
+  candidates can see what the right ``d`` gains;
+* the search: it misses the posterior mean's peak (the GP would rate the optimum higher than the
+  candidates it found).
 
 Printed per case and seed, at the last GP round: the recommended ``d``, the ``d`` whose ``x_d``
-the GP rates best, the ``d`` whose ``x_d`` is truly best, and the true regret ``1 - f`` of every
-``x_d`` (``d`` = 2 to 10). The runs are those of ``benchmarks/adaptive_rules.py thompson`` (same
-seeds, budget and noise), so the recommendations match its table.
+the GP rates best, the ``d`` whose ``x_d`` is truly best, ``optimum_z`` (the GP's view of the
+case's optimum against its best candidate, :class:`RecordingCandidates`) and the true regret
+``1 - f`` of every ``x_d`` (``d`` = 2 to 10). The runs are those of
+``benchmarks/adaptive_rules.py thompson`` (same seeds, budget and noise), so the recommendations
+match its table.
 
-    .venv/bin/python benchmarks/adaptive_recommendation.py [seeds] [epochs]   # 480 epochs: ~15 min for 8 seeds
+    .venv/bin/python benchmarks/adaptive_recommendation.py [seeds] [epochs]   # 480 epochs: 16 min for 8 seeds
 
 e.g. ``benchmarks/adaptive_recommendation.py 4:12 480`` (the defaults).
 """
@@ -26,6 +30,7 @@ import statistics
 import sys
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
@@ -37,27 +42,42 @@ from adaptive_tolerance import BUDGET, STEP_CASES, seed_range  # benchmarks/, th
 
 class RecordingCandidates(AdaptiveDBanditSchedule):
     """The library's schedule, whose history also keeps every ``d``'s posterior-mean maximiser
-    (``candidates_by_d``, beta units) of each GP round's recommendation. Same draws, same arms."""
+    (``candidates_by_d``, beta units) of each GP round's recommendation, and how the GP rates the
+    case's ``optimum`` (interior points) against the best of them: ``optimum_z``, the posterior
+    mean of ``f(optimum) - f(x*)`` over its standard deviation. Positive: the GP rates the optimum
+    higher, so its search missed it; negative: the GP itself prefers ``x*``. Same draws, same arms.
+    """
+
+    def __init__(self, d_max: int, *, optimum: tuple[float, ...], **options: Any) -> None:
+        super().__init__(d_max, **options)
+        self._optimum = torch.tensor(optimum, dtype=torch.float64)
 
     def _maximise(self, gp: BanditGP, kappa: float, seed: int) -> dict[int, tuple[Tensor, float]]:
         best = super()._maximise(gp, kappa, seed)
         if kappa == 0.0:  # the recommendation's search (GP-UCB at kappa = 0 is the posterior mean)
-            self._candidates = {d: (self.lo + (self.hi - self.lo) * x.cpu()).tolist() for d, (x, _) in best.items()}
+            self._candidates = {d: x for d, (x, _) in best.items()}
         return best
 
     def _recommend(self, gp: BanditGP, seed: int) -> dict[str, Any]:
-        return {**super()._recommend(gp, seed), "candidates_by_d": self._candidates}
+        row = super()._recommend(gp, seed)
+        ds = sorted(self._candidates)
+        best = self._candidates[ds[max(range(len(ds)), key=row["mean_by_d"].__getitem__)]]
+        optimum = ((self._optimum - self.lo) / (self.hi - self.lo)).to(best)
+        mean, cov = self._joint_posterior(gp, [optimum, best])
+        z = float((mean[0] - mean[1]) / (cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]).clamp_min(1e-12).sqrt())
+        candidates = {d: (self.lo + (self.hi - self.lo) * x.cpu()).tolist() for d, x in self._candidates.items()}
+        return {**row, "candidates_by_d": candidates, "optimum_z": z}
 
 
 def main(seeds: range, epochs: int) -> None:
     jobs = []
     for name in STEP_CASES:
         case = dataclasses.replace(CASES[name], epochs=epochs)
-        factory = ScheduleFactory.of(RecordingCandidates, 10, window=case.window, **BUDGET)
+        factory = ScheduleFactory.of(RecordingCandidates, 10, window=case.window, optimum=case.optimum, **BUDGET)
         jobs += [(case, factory, seed) for seed in seeds]
     results = run_cases(jobs, max_workers=2)
-    print("| case | seed | recommended d | GP's best d | truly best d | true regret of x_d, d = 2..10 |\n"
-          "|---|---|---|---|---|---|")
+    print("| case | seed | recommended d | GP's best d | truly best d | optimum_z | true regret of x_d, d = 2..10 |\n"
+          "|---|---|---|---|---|---|---|")
     right: dict[str, list[tuple[int, int]]] = {}
     for (case, _, seed), result in zip(jobs, results):
         row = [r for r in result.history if r.get("recommended_d") is not None][-1]
@@ -66,7 +86,7 @@ def main(seeds: range, epochs: int) -> None:
         gp_best = ds[max(range(len(ds)), key=row["mean_by_d"].__getitem__)]
         true_best = min(ds, key=lambda d: (round(regret[d], 2), d))  # ties (to 0.01) to the fewer points
         right.setdefault(case.name, []).append((row["recommended_d"], true_best))
-        print(f"| {case.name} | {seed} | {row['recommended_d']} | {gp_best} | {true_best} | "
+        print(f"| {case.name} | {seed} | {row['recommended_d']} | {gp_best} | {true_best} | {row['optimum_z']:+.2f} | "
               f"{' '.join(f'{regret[d]:.2f}' for d in ds)} |", flush=True)
     for name, pairs in right.items():
         print(f"{name}: the recommended d is the truly best candidate's on {sum(r == t for r, t in pairs)} "
