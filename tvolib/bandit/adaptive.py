@@ -92,7 +92,8 @@ cases, the first of the class's rules to do so. With 45 rounds (160 epochs) it r
 of 12 where three are best but 4 to 8 where ten are: the GP is not yet sure what the last points
 gain. What limits it is the candidates, neither the rule nor the search: at 480 epochs the right
 ``d``'s posterior-mean maximiser is 0.15 or more in regret from the optimum on 15 of 16 runs, and
-the GP rates it above the true optimum on all 16 (``benchmarks/adaptive_recommendation.py``).
+the GP rates its best candidate above the true optimum on all 16
+(``benchmarks/adaptive_recommendation.py``).
 
 The random rounds draw ``d`` uniformly from ``[d_min, d_max]``, then an arm from its domain. The
 corner guards are the code's two pseudo-observations: every point on ``lo`` and every point on
