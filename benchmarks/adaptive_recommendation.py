@@ -19,9 +19,12 @@ case's optimum against its best candidate, :class:`RecordingCandidates`) and the
 ``benchmarks/adaptive_rules.py thompson`` (same seeds, budget and noise), so the recommendations
 match its table.
 
-    .venv/bin/python benchmarks/adaptive_recommendation.py [seeds] [epochs]   # 480 epochs: 16 min for 8 seeds
+    .venv/bin/python benchmarks/adaptive_recommendation.py [seeds] [epochs] [--time-invariant]
 
-e.g. ``benchmarks/adaptive_recommendation.py 4:12 480`` (the defaults).
+(480 epochs: 16 minutes for 8 seeds on 2 cores)
+
+e.g. ``benchmarks/adaptive_recommendation.py 4:12 480`` (the defaults). ``--time-invariant`` gives
+the bandit's GP no time kernel (``time_varying=False``): the step cases' optimum does not move.
 """
 from __future__ import annotations
 
@@ -69,11 +72,12 @@ class RecordingCandidates(AdaptiveDBanditSchedule):
         return {**row, "candidates_by_d": candidates, "optimum_z": z}
 
 
-def main(seeds: range, epochs: int) -> None:
+def main(seeds: range, epochs: int, time_varying: bool = True) -> None:
     jobs = []
     for name in STEP_CASES:
         case = dataclasses.replace(CASES[name], epochs=epochs)
-        factory = ScheduleFactory.of(RecordingCandidates, 10, window=case.window, optimum=case.optimum, **BUDGET)
+        factory = ScheduleFactory.of(RecordingCandidates, 10, window=case.window, optimum=case.optimum,
+                                     time_varying=time_varying, **BUDGET)
         jobs += [(case, factory, seed) for seed in seeds]
     results = run_cases(jobs, max_workers=2)
     print("| case | seed | recommended d | GP's best d | truly best d | optimum_z | true regret of x_d, d = 2..10 |\n"
@@ -94,4 +98,9 @@ def main(seeds: range, epochs: int) -> None:
 
 
 if __name__ == "__main__":
-    main(seed_range(sys.argv[1] if len(sys.argv) > 1 else "4:12"), int(sys.argv[2]) if len(sys.argv) > 2 else 480)
+    flags = [a for a in sys.argv[1:] if a.startswith("--")]
+    if set(flags) - {"--time-invariant"}:
+        sys.exit(f"unknown option(s) {sorted(set(flags) - {'--time-invariant'})}; accepted: --time-invariant")
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(seed_range(args[0] if args else "4:12"), int(args[1]) if len(args) > 1 else 480,
+         time_varying="--time-invariant" not in flags)
