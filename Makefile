@@ -40,6 +40,8 @@ STAMP      := $(VENV)/.tvolib-installed
 NOTEBOOKS  := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXECUTED   := notebooks/executed
 TEST_TMP   ?= $(CURDIR)/.cache/test
+# pytest-xdist workers for make test: auto is one per usable CPU, at most 4 (conftest.py); 0 runs serially.
+TEST_WORKERS ?= auto
 
 FIGURE_TARGETS := $(addprefix figure-,$(patsubst notebooks/%.ipynb,%,$(NOTEBOOKS)))
 # Where the notebooks write (tvolib.paths): $TVOLIB_FIGURES, else figures/ (the committed figures),
@@ -107,7 +109,7 @@ test: setup
 	@echo "==> unit tests and notebooks (nbval) at the smoke profile; scratch results in $(TEST_TMP)"
 	@rm -rf $(TEST_TMP) && mkdir -p $(TEST_TMP)
 	TVOLIB_PROFILE=smoke TVOLIB_RESULTS=$(TEST_TMP)/results TVOLIB_FIGURES=$(TEST_TMP)/figures \
-	  $(PY) -m pytest --nbval tests notebooks
+	  $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --nbval notebooks tests
 
 unit: setup
 	$(PY) -m pytest tests
