@@ -6,7 +6,8 @@
   usable CPU, at most :data:`MAX_WORKERS`; each worker gets its own subfolder of
   ``$TVOLIB_FIGURES`` and ``$TVOLIB_RESULTS`` (two workers never write one file) and, unless
   ``$OMP_NUM_THREADS`` is set, an equal share of the CPUs as torch threads (one each on two cores),
-  inherited by the processes it starts. A worker runs a test module's tests together (its
+  inherited by the processes it starts; unless ``$TVOLIB_MAX_WORKERS`` is set, the same share
+  bounds a sweep's local process pool. A worker runs a test module's tests together (its
   module-scoped fixtures and caches are computed once) and all the notebooks, in order as without
   workers: later notebooks reuse the runs of earlier ones. ``make test`` collects the notebooks
   first and keeps that order (``--no-loadscope-reorder``), so that their few minutes start at once
@@ -51,12 +52,15 @@ def _configure_worker(worker: str, workers: int) -> None:
     for name in ("TVOLIB_FIGURES", "TVOLIB_RESULTS"):
         if os.environ.get(name):
             os.environ[name] = os.path.join(os.environ[name], worker)
+    share = str(max(1, usable_cpus() // workers))
+    # A sweep's local process pool (the notebooks') gets the worker's share too: with one CPU the
+    # runs train in the calling process, e.g. the notebook's kernel (tvolib.runs.executors).
+    os.environ.setdefault("TVOLIB_MAX_WORKERS", share)
     if not os.environ.get("OMP_NUM_THREADS"):
-        threads = max(1, usable_cpus() // workers)
-        os.environ["OMP_NUM_THREADS"] = str(threads)  # for the processes the worker starts
+        os.environ["OMP_NUM_THREADS"] = share  # for the processes the worker starts
         import torch
 
-        torch.set_num_threads(threads)
+        torch.set_num_threads(int(share))
 
 
 @pytest.hookimpl(optionalhook=True)
