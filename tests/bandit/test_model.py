@@ -61,6 +61,38 @@ def test_posterior_matches_numpy_eqs_6_7(sort: bool, tv: bool) -> None:
     np.testing.assert_allclose(post.variance.reshape(-1).detach().numpy(), s2, atol=1e-6)
 
 
+def test_training_features_are_reused_only_for_the_same_unchanged_data() -> None:
+    """The training arms' kernel features are computed once per training data: the posterior equals
+    a fresh GP's (exact: the same kernels on the same inputs) when read again, after new data, and
+    after the data is edited in place (the posterior's own cache is dropped by hand there, as
+    every caller that edits data does with set_train_data)."""
+    X, y, Xs = (torch.tensor(a) for a in problem(n_arm=3))
+    hp = Hyperparameters(0.35, 0.5, 0.05)
+
+    def same_as_fresh(gp: BanditGP) -> bool:
+        fresh = BanditGP(3, hyperparameters=hp)
+        fresh.set_train_data(gp._X.clone(), gp._y)
+        return all(torch.equal(a, b) for a, b in zip(gp.mean_and_variance(Xs), fresh.mean_and_variance(Xs)))
+
+    gp = BanditGP(3, hyperparameters=hp)
+    gp.set_train_data(X, y)
+    assert same_as_fresh(gp) and same_as_fresh(gp)  # the second reads the cached features
+    gp.set_train_data(X[:5], y[:5])
+    assert same_as_fresh(gp)
+    with torch.no_grad():
+        X[:5, 0] = 1 - X[:5, 0]  # the training data itself (a view of X) edited in place
+    gp._cache = {}
+    assert same_as_fresh(gp)
+
+
+def test_a_spatial_kernel_without_features_is_refused() -> None:
+    from gpytorch.kernels import MaternKernel, RBFKernel
+
+    for kernel in (MaternKernel(), RBFKernel()):
+        with pytest.raises(ValueError, match="RBFKernel with a features"):
+            BanditGP(3, spatial=kernel)
+
+
 def test_posterior_is_permutation_invariant_only_with_sorting() -> None:
     n_arm = 4
     X, y, Xs = problem(seed=3, n_arm=n_arm)

@@ -14,10 +14,10 @@ import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.optim import optimize_acqf
 from botorch.utils.transforms import t_batch_mode_transform
-from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 from .model import BanditGP
+from .threads import one_blas_thread
 
 __all__ = ["GPUCB", "MAX_NUM_RESTARTS", "MAX_RAW_SAMPLES", "PaddedArms", "acquisition_budget", "maximize_ucb",
            "project_arm", "theorem1_kappa"]
@@ -177,7 +177,7 @@ def maximize_ucb(
         t = torch.full((initial.shape[0], 1), float(t_norm), dtype=X.dtype, device=X.device)
         starts = {"batch_initial_conditions": torch.cat([initial.to(X), t], dim=-1).unsqueeze(-2)}
         num_restarts = raw_samples = initial.shape[0]
-    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):  # see fit.fit_map
+    with warnings.catch_warnings(), one_blas_thread():  # see fit.fit_map
         # BoTorch warns when L-BFGS-B stops at maxiter or when raw samples have equal values;
         # the best point found is still returned, which is what a bandit round needs.
         warnings.simplefilter("ignore")

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 import torch
-from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 from .kernels import omega_to_rho, rho_to_omega
 from .model import NOISE_FLOOR, BanditGP, Hyperparameters
 from .protocol import ML_BOUNDS
+from .threads import one_blas_thread
 
 __all__ = ["FitResult", "MAX_ML_STARTS", "fit_map", "fit_ml"]
 
@@ -105,9 +105,8 @@ def fit_map(
     message = ""
     ok = True
     try:
-        # One BLAS thread for SciPy: L-BFGS-B on 3 variables gains nothing from threads, and idle
-        # OpenBLAS threads spinning on a busy machine doubled the wall time of a round here.
-        with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
+        # One BLAS thread for SciPy's L-BFGS-B (tvolib.bandit.threads).
+        with warnings.catch_warnings(), one_blas_thread():
             warnings.simplefilter("ignore")  # linear_operator's jitter warnings; failures raise below
             res = scipy.optimize.minimize(
                 objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,

@@ -11,6 +11,7 @@ frequency never changes the training trajectory.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from dataclasses import dataclass
@@ -196,11 +197,10 @@ class RunConfig(ExperimentConfig):
         if unknown:
             raise ValueError(f"RunConfig.schedule_options has unknown names {unknown} for schedule "
                              f"{self.schedule!r}; accepted: {sorted(accepted or ())}")
-        with torch.random.fork_rng(devices=[]):
-            try:
-                build_model(self.model, **dict(self.model_options))
-            except (TypeError, ValueError, RuntimeError) as exc:
-                raise self._bad("model_options", f"building model {self.model!r} failed: {exc}") from exc
+        try:
+            _check_model_options(self.model, self.model_options)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise self._bad("model_options", f"building model {self.model!r} failed: {exc}") from exc
         try:
             build_schedule(self)
         except (TypeError, ValueError) as exc:
@@ -215,6 +215,16 @@ class RunConfig(ExperimentConfig):
         except (TypeError, ValueError):
             return "d"
         return "schedule_options"
+
+
+@functools.lru_cache(maxsize=64)
+def _check_model_options(model: str, model_options: tuple) -> None:
+    """Build ``model`` with ``model_options`` (global RNG untouched); raises what the build raises.
+
+    Cached: a profile's sweeps hold over a thousand configs but a few distinct models, and building
+    one (its full-size parameters initialised) takes milliseconds. A failed build is not cached."""
+    with torch.random.fork_rng(devices=[]):
+        build_model(model, **dict(model_options))
 
 
 def _init_parameters(cls: type) -> list[str]:
