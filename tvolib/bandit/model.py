@@ -371,8 +371,8 @@ class BanditGP(Model):
         """The arm kernel's ``features`` of the arm columns of ``x`` (its forward is the RBF on them).
 
         The training inputs' are computed once per training data (the features hold no
-        hyperparameter): recomputing the step-function embedding of every training arm was a third
-        of each acquisition evaluation's time."""
+        hyperparameter): recomputing the step-function embedding of 80 training arms of 9 points
+        took about a third of an acquisition evaluation's time."""
         if x is not self._X:
             return self.spatial.features(x[..., :self.n_arm])
         if self._train_features is None or self._train_features[0] != x._version:  # in-place edits recompute

@@ -3,7 +3,7 @@
 L-BFGS-B on a few variables gains nothing from threads, and idle OpenBLAS threads spinning on a
 busy machine doubled the wall time of a round. :func:`one_blas_thread` limits them through one
 :class:`threadpoolctl.ThreadpoolController`, made once: ``threadpool_limits`` scans every loaded
-library each time it is entered, which took a twentieth of a bandit round's time.
+library each time it is entered (about 3% of an adaptive-d bandit run's time on the test bed).
 
 Example:
     >>> with one_blas_thread():
