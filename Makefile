@@ -40,7 +40,8 @@ STAMP      := $(VENV)/.tvolib-installed
 NOTEBOOKS  := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXECUTED   := notebooks/executed
 TEST_TMP   ?= $(CURDIR)/.cache/test
-# pytest-xdist workers for make test: auto is one per usable CPU, at most 4 (conftest.py); 0 runs serially.
+# pytest-xdist workers for make test: auto is one per usable CPU, at most 4, plus one where Slurm is
+# installed (conftest.py); 0 runs serially.
 TEST_WORKERS ?= auto
 
 FIGURE_TARGETS := $(addprefix figure-,$(patsubst notebooks/%.ipynb,%,$(NOTEBOOKS)))

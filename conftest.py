@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -29,9 +30,17 @@ def usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def auto_workers() -> int:
-    """The workers of ``-n auto``: one per usable CPU, at most :data:`MAX_WORKERS`."""
+def cpu_workers() -> int:
+    """One worker per usable CPU, at most :data:`MAX_WORKERS`."""
     return min(usable_cpus(), MAX_WORKERS)
+
+
+def auto_workers() -> int:
+    """The workers of ``-n auto``: :func:`cpu_workers`, and one more where Slurm is installed. The
+    worker that runs the Slurm tests (``tests/runs/test_slurm.py``) mostly waits for its jobs and
+    the scheduler (minutes on a one-node cluster), while the jobs' processes, not pytest's, use
+    the CPUs; the extra worker keeps the other modules going meanwhile."""
+    return cpu_workers() + (shutil.which("sbatch") is not None)
 
 
 @pytest.hookimpl(optionalhook=True)

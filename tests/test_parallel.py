@@ -47,4 +47,7 @@ def test_settings_the_user_gave_are_kept(monkeypatch, tmp_path):
     assert torch.get_num_threads() == threads
     assert (os.environ["OMP_NUM_THREADS"], os.environ["TVOLIB_MAX_WORKERS"]) == ("3", "5")
     assert "TVOLIB_RESULTS" not in os.environ
+    monkeypatch.setattr(conftest.shutil, "which", lambda name: None)
     assert conftest.auto_workers() == 2
+    monkeypatch.setattr(conftest.shutil, "which", lambda name: f"/usr/bin/{name}")  # Slurm installed
+    assert conftest.auto_workers() == 3
