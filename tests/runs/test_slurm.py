@@ -76,10 +76,11 @@ JOB_ENV = {"TVOLIB_SLURM_CPUS": "1", "TVOLIB_SLURM_MEM_GB": "1", "TVOLIB_SLURM_T
 TIME_LIMIT_JOB = "tvolib-test-timelimit"
 #: Job name of the failing run.
 FAILING_JOB = "tvolib-test-fail"
-#: Seconds of training the time-limited run needs: more than its first job gets. With a 1-minute limit
-#: and ``slurm_signal_delay_s=5`` Slurm sends the warning signal 25-55 s after the start (it checks
-#: every 30 s), after a few seconds of start-up; 8 requeues leave room for a slower machine.
-TIME_LIMIT_WORK_S = 60.0
+#: Seconds of training (on a whole core) the time-limited run needs: more than its first job gets.
+#: With a 1-minute limit and ``slurm_signal_delay_s=5`` Slurm sends the warning signal 25-55 s after
+#: the start (it checks every 30 s), after a few seconds of start-up: 90 s leaves a margin for the
+#: probe's error; 8 requeues leave room for a slower machine.
+TIME_LIMIT_WORK_S = 90.0
 #: Seconds the runner may take to notice a cancelled job: far less than ``wait_for_jobs``'s
 #: ``lost_after_s`` (60 s), since ``squeue -t all`` shows the CANCELLED state at once.
 NOTICE_S = 30.0
@@ -248,12 +249,18 @@ def _existing_paths(text: str) -> list[Path]:
 # --------------------------------------------------------------------------------------------
 
 def _epochs_lasting(seconds: float, data_root: Path) -> int:
-    """Epochs of :func:`_sbn_run` that train for about ``seconds`` on one core of this machine
-    (timed on a short run: training, evaluation and bandit time per epoch, without start-up)."""
+    """Epochs of :func:`_sbn_run` that train for about ``seconds`` on a whole core of this machine
+    (timed on a short run: training, evaluation and bandit time per epoch, without start-up).
+
+    The probe runs while the other test workers load the CPUs, so its wall time is scaled by the
+    share of a core it got (its CPU time over its wall time): unscaled, a probe that got a third of
+    a core sized a run that ended before its time limit did."""
     probe = _sbn_run(20)
+    wall, cpu = time.perf_counter(), time.process_time()
     with _one_torch_thread():
         final = train(probe, None, data_root=data_root, progress=False).final
-    per_epoch = sum(final[k] for k in ("train_seconds", "eval_seconds", "bandit_seconds")) / probe.epochs
+    share = min(1.0, (time.process_time() - cpu) / (time.perf_counter() - wall))
+    per_epoch = share * sum(final[k] for k in ("train_seconds", "eval_seconds", "bandit_seconds")) / probe.epochs
     return max(10, int(seconds / per_epoch) // 10 * 10)
 
 
