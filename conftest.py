@@ -9,9 +9,11 @@
   inherited by the processes it starts; unless ``$TVOLIB_MAX_WORKERS`` is set, the same share
   bounds a sweep's local process pool. A worker runs a test module's tests together (its
   module-scoped fixtures and caches are computed once) and all the notebooks, in order as without
-  workers: later notebooks reuse the runs of earlier ones. ``make test`` collects the notebooks
-  first and keeps that order (``--no-loadscope-reorder``), so that their few minutes start at once
-  beside the slowest test modules, the bandit's (collected first of ``tests/``).
+  workers: later notebooks reuse the runs of earlier ones. ``make test`` keeps the collection
+  order (``--no-loadscope-reorder``): the Slurm tests first (moved there by
+  :func:`pytest_collection_modifyitems`: their worker mostly waits, and last they left the CPUs
+  idle for the final minute), then the notebooks, whose few minutes start at once beside the
+  slowest test modules, the bandit's (collected first of ``tests/``).
 """
 from __future__ import annotations
 
@@ -41,6 +43,15 @@ def auto_workers() -> int:
     the scheduler (minutes on a one-node cluster), while the jobs' processes, not pytest's, use
     the CPUs; the extra worker keeps the other modules going meanwhile."""
     return cpu_workers() + (shutil.which("sbatch") is not None)
+
+
+#: The test module that waits on Slurm jobs (run first).
+SLURM_TESTS = "test_slurm.py"
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """The Slurm tests first, the rest in collection order (a stable sort)."""
+    items.sort(key=lambda item: item.path.name != SLURM_TESTS)
 
 
 @pytest.hookimpl(optionalhook=True)
