@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -142,8 +143,25 @@ def test_submitit_local_executor_runs_in_subprocess(root, monkeypatch):
 def test_submitit_job_requeues_itself_with_same_call():
     job = runs.SubmititRun({"results_root": "results-x", "train_fn": fake_train})
     c = cfg()
-    delayed = job.checkpoint(c)  # what submitit calls on timeout/preemption
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        delayed = job.checkpoint(c)  # what submitit calls on timeout/preemption
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert delayed.function is job and delayed.args == (c,)
+
+
+def test_the_requeue_command_outlives_the_requeues_sigterm():
+    """After ``checkpoint`` submitit runs ``scontrol requeue``, and the requeue sends SIGTERM to every
+    process of the job: a child started after ``checkpoint`` must survive it (one started before dies)."""
+    code = ("import subprocess; from tvolib import runs\n"
+            "term = ['sh', '-c', 'kill -TERM $$; echo survived']\n"
+            "print(subprocess.run(term, capture_output=True, text=True).returncode)\n"
+            "runs.SubmititRun({}).checkpoint()\n"
+            "done = subprocess.run(term, capture_output=True, text=True)\n"
+            "print(done.returncode, done.stdout.strip())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [str(-signal.SIGTERM), "0 survived"]
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -215,6 +216,18 @@ class SubmititRun(submitit.helpers.Checkpointable):
         if failed:
             raise RunFailedError(failed)
         return outcomes
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
+        """Requeue this same call (``Checkpointable``'s), ignoring SIGTERM from now on.
+
+        submitit next runs ``scontrol requeue``, and the requeue makes Slurm send SIGTERM to every
+        process of the job, ``scontrol`` included: on a loaded node it died of it before exiting, and
+        submitit took that for a failed requeue (the run was marked failed). An ignored signal stays
+        ignored in child processes, so ``scontrol`` finishes; Slurm's SIGKILL still ends the job
+        ``KillWait`` seconds later. (submitit's own SIGTERM handler only logged the signal.)
+        """
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return super().checkpoint(*args, **kwargs)
 
 
 def _record_failure(config: Any, root: Path, detail: str) -> None:
