@@ -194,9 +194,8 @@ class SubmititRun(submitit.helpers.Checkpointable):
     """A submitit job: ``run_one`` of a config, or ``run_stack`` of a list of configs (a stack), with
     fixed options.
 
-    On timeout or preemption submitit calls :meth:`checkpoint` (inherited from ``Checkpointable``),
-    which requeues this same call; the trainer then resumes from the runs' checkpoints, so a long
-    run spans several jobs. A stack job whose runs did not all finish raises :class:`RunFailedError`.
+    On timeout or preemption submitit calls :meth:`checkpoint`, which requeues this same call; the
+    trainer then resumes from the runs' checkpoints, so a long run spans several jobs. A stack job whose runs did not all finish raises :class:`RunFailedError`.
     """
 
     def __init__(self, options: dict[str, Any]) -> None:
