@@ -195,7 +195,8 @@ class SubmititRun(submitit.helpers.Checkpointable):
     fixed options.
 
     On timeout or preemption submitit calls :meth:`checkpoint`, which requeues this same call; the
-    trainer then resumes from the runs' checkpoints, so a long run spans several jobs. A stack job whose runs did not all finish raises :class:`RunFailedError`.
+    trainer then resumes from the runs' checkpoints, so a long run spans several jobs. A stack job
+    whose runs did not all finish raises :class:`RunFailedError`.
     """
 
     def __init__(self, options: dict[str, Any]) -> None:
