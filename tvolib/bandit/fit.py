@@ -71,15 +71,7 @@ def fit_map(
     parts = gp.hyperparameter_parts()
     params = [param for _, param, _ in parts]
     saved = [p.detach().clone() for p in params]  # restored exactly on failure (no round trip)
-    dtype = params[0].dtype
-    bounds = []
-    for name, _, c in parts:
-        lo_b, hi_b = box[name]
-        lower = getattr(c, "lower_bound", None)
-        lo_b = max(lo_b, float(lower) + 1e-12) if lower is not None else lo_b
-        lo_raw = float(c.inverse_transform(torch.tensor(lo_b, dtype=dtype)))
-        hi_raw = float(c.inverse_transform(torch.tensor(hi_b, dtype=dtype)))
-        bounds.append((lo_raw, hi_raw))
+    bounds = _raw_bounds(parts, box, params[0].dtype)
     x0 = np.array([float(p.detach().reshape(-1)[0]) for p in params])
     x0 = np.clip(x0, [b[0] for b in bounds], [b[1] for b in bounds])
     n_evals = 0
@@ -88,9 +80,7 @@ def fit_map(
     def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
         nonlocal n_evals
         n_evals += 1
-        with torch.no_grad():
-            for p, v in zip(params, x):
-                p.fill_(float(v))
+        _fill(params, x)
         stash: dict[str, Tensor] = {}
         last["x"], last["stash"] = None, stash
         loss = gp.negative_log_posterior(stash)
@@ -116,9 +106,7 @@ def fit_map(
         message = str(res.message)
         if not np.all(np.isfinite(x)):
             raise FloatingPointError("L-BFGS-B returned non-finite hyperparameters")
-        with torch.no_grad():
-            for p, v in zip(params, x):
-                p.fill_(float(v))
+        _fill(params, x)
         gp._cache = {}
         reusable = last["x"] is not None and np.array_equal(last["x"], x) and len(last["stash"]) == 2
         if reusable:  # the usual case: the final evaluation was at the result
@@ -138,6 +126,25 @@ def fit_map(
             stacklevel=2,
         )
     return FitResult(gp.get_hyperparameters(), ok, n_evals, time.perf_counter() - start, message)
+
+
+def _raw_bounds(parts: list[tuple[str, Tensor, Any]], box: dict[str, tuple[float, float]], dtype: torch.dtype) -> list[tuple[float, float]]:
+    """L-BFGS-B's box in raw (untransformed) units: ``box[name]`` per hyperparameter, its lower end
+    raised above the constraint's own lower bound where it has one."""
+    bounds = []
+    for name, _, constraint in parts:
+        lo, hi = box[name]
+        lower = getattr(constraint, "lower_bound", None)
+        lo = max(lo, float(lower) + 1e-12) if lower is not None else lo
+        bounds.append(tuple(float(constraint.inverse_transform(torch.tensor(v, dtype=dtype))) for v in (lo, hi)))
+    return bounds
+
+
+def _fill(params: list[Tensor], x: np.ndarray) -> None:
+    """Write the optimiser's point ``x`` into the raw hyperparameters (each a one-element tensor)."""
+    with torch.no_grad():
+        for p, v in zip(params, x):
+            p.fill_(float(v))
 
 
 def _batched_objective(gp: BanditGP, hps: list[Hyperparameters]) -> Tensor:
