@@ -17,7 +17,7 @@ No bandit needs fewer: it must also find the arms and share the run with every o
 even the oracle, spending the whole run of ``T`` epochs on the two arms, separates them by about
 one standard error or less, no method can tell that ``d`` from the optimum's at that budget.
 
-    .venv/bin/python benchmarks/adaptive_resolution.py [epochs ...]
+    .venv/bin/python benchmarks/adaptive_resolution.py [epochs ...]   # about 1 minute, one core
 
 Printed per case, for ``d`` = 2 to 10: ``Delta_d``, ``E_1`` and ``E_2``, and for each run length
 ``T`` (default 160, 480 and 960 epochs, the budgets of ``docs/adaptive-d.md``) the standard errors
