@@ -86,9 +86,9 @@ a second search of the same budget, so it doubles the acquisition's time per rou
 ``quick`` runs took 0.43-0.47 minutes a seed instead of 0.31-0.32).
 
 On the test bed (``docs/adaptive-d.md``, ``benchmarks/adaptive_rules.py``) it recommends, with
-about 80 rounds (480 epochs, seeds 0 to 11), ``d = 3`` on 8 of 12 seeds where three points are best
-and 8 or more points on 8 of 12 where ten are (9 or 10 on 4): the right ``d`` on most seeds of both
-cases, the first of the class's rules to do so, if 8 to 10 points count as right where ten are best.
+about 80 rounds (480 epochs, seeds 0 to 27), ``d = 3`` on 17 of 28 seeds where three points are best
+and 8 or more points on 18 of 28 where ten are (9 or 10 on 9): the right ``d`` on most seeds of both
+cases (about 60%), the first of the class's rules to do so, if 8 to 10 points count as right where ten are best.
 At that budget no method can tell 9 points from 10 there: an oracle that knew both arms and spent
 the whole run on them would separate them by one standard error, 8 points from 10 by two
 (``benchmarks/adaptive_resolution.py``). With 45 rounds (160 epochs) it recommends 3 on 7
