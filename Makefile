@@ -10,7 +10,7 @@
 #
 # Variables (override on the command line, e.g. `make figures PROFILE=paper TVOLIB_DATA=/data`):
 #   PROFILE      a profile of tvolib.paper.profiles: smoke | quick | gpu | paper  (default quick)
-#   TVOLIB_DATA  dataset root; empty: ~/.cache/tvolib/data (`make figures` downloads what is missing there)
+#   TVOLIB_DATA  dataset root; empty: ~/.cache/tvolib/data (`make figures` first downloads what is missing there)
 #   TORCH_SPEC   the torch/torchvision pair to install      (default: the tested pair below)
 #   TORCH_INDEX  extra pip options for torch, e.g. --index-url https://download.pytorch.org/whl/cpu
 #   EXECUTOR     local | slurm                               (default local)
@@ -84,12 +84,16 @@ data: setup
 check-profile: setup
 	@$(PY) -m tvolib.paper.profiles $(PROFILE) >/dev/null
 
-figures: check-profile
+# Every dataset is checked, and what is missing fetched, once by `data` before the first notebook:
+# a missing dataset stops here rather than hours in, and the runs then only read (TVOLIB_DOWNLOAD=0),
+# so all of them read the same files (a download retried by each run could fail for one and work for
+# the next, and mix Omniglot's chardata.mat with its derived 28x28 set within one figure).
+figures: check-profile data
 	@echo "==> running $(words $(NOTEBOOKS)) notebooks at profile '$(PROFILE)' (executor $(EXECUTOR)); figures -> $(FIGURES_OUT)/"
 	@mkdir -p $(EXECUTED) figures
 	@for nb in $(NOTEBOOKS); do \
 	  name=$$(basename $$nb); echo "==> $$name"; start=$$(date +%s); \
-	  TVOLIB_DOWNLOAD=$${TVOLIB_DOWNLOAD:-1} $(PAPERMILL) $$nb $(EXECUTED)/$$name \
+	  TVOLIB_DOWNLOAD=$${TVOLIB_DOWNLOAD:-0} $(PAPERMILL) $$nb $(EXECUTED)/$$name \
 	    -p profile $(PROFILE) -p executor $(EXECUTOR) $(DATA_PARAM) || exit 1; \
 	  echo "    done in $$(( $$(date +%s) - start )) s"; \
 	done
