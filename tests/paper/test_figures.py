@@ -210,6 +210,14 @@ def test_dataset_labels_fall_back_to_the_loaded_data(data_root):
     assert results.dataset_labels(frame, data_root) == {"mnist": "from run", "fashion_mnist": "Fashion MNIST"}
 
 
+def test_runs_of_one_dataset_on_different_files_are_refused(data_root):
+    frame = pd.DataFrame({"dataset": ["omniglot"] * 3,
+                          "dataset_label": ["omniglot", "omniglot (derived 28x28)", "omniglot"]})
+    with pytest.raises(ValueError, match=r"'omniglot' were trained on different data \('omniglot', "
+                                         r"'omniglot \(derived 28x28\)'\)"):
+        results.dataset_labels(frame, data_root)
+
+
 def test_pcfg_reference_levels_are_the_exact_values():
     """Fig 6's uniform level and length-cut floor for the quick scale (25 words) and the 15-word cut."""
     from tvolib.paper.figures import pcfg_reference_levels

@@ -73,13 +73,23 @@ def dataset_labels(frame: pd.DataFrame, data_root: str | os.PathLike[str] | None
 
     Read from the results' ``dataset_label`` column where the runs recorded it; for runs without
     it (results written before the label was recorded), from the data loader's label.
+
+    Raises:
+        ValueError: runs of one dataset recorded different labels, i.e. were trained on different
+            files (Omniglot's ``chardata.mat`` and its derived 28x28 set): one figure would mix them.
     """
     labels: dict[str, str] = {}
     for name in dict.fromkeys(frame["dataset"]):
         rows = frame[frame["dataset"] == name]
         recorded = rows["dataset_label"].dropna() if "dataset_label" in rows.columns else pd.Series(dtype=str)
-        if len(recorded):
-            labels[name] = str(recorded.iloc[0])
+        found = dict.fromkeys(str(label) for label in recorded)
+        if len(found) > 1:
+            raise ValueError(f"the runs of dataset {name!r} were trained on different data "
+                             f"({', '.join(map(repr, found))}); one figure cannot mix them. Keep one set of "
+                             "files under the data root and delete the runs trained on the others (each "
+                             "run's final.json records its dataset_label)")
+        if found:
+            labels[name] = next(iter(found))
         else:
             labels[name] = load_dataset(name, data_root, n_train=1, n_test=1).label
     return {name: dataset_label(name, labels=labels) for name in labels}
