@@ -55,10 +55,9 @@ class RecordingCandidates(AdaptiveDBanditSchedule):
         super().__init__(d_max, **options)
         self._optimum = torch.tensor(optimum, dtype=torch.float64)
 
-    def _maximise(self, gp: BanditGP, kappa: float, seed: int) -> dict[int, tuple[Tensor, float]]:
-        best = super()._maximise(gp, kappa, seed)
-        if kappa == 0.0:  # the recommendation's search (GP-UCB at kappa = 0 is the posterior mean)
-            self._candidates = {d: x for d, (x, _) in best.items()}
+    def _maximise_each(self, gp: BanditGP, kappa: float, seed: int) -> dict[int, tuple[Tensor, float]]:
+        best = super()._maximise_each(gp, kappa, seed)  # the recommendation's search (kappa = 0)
+        self._candidates = {d: x for d, (x, _) in best.items()}
         return best
 
     def _recommend(self, gp: BanditGP, seed: int) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tvolib.bandit import AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule, replay, reward_posterior
-from tvolib.bandit.acquisition import PaddedArms
+from tvolib.bandit.acquisition import GPUCB, PaddedArms
 from tvolib.bandit.adaptive import RECOMMENDATION_FIELDS
 from tvolib.bandit.embedding import pad_arm, step_embedding
 from tvolib.bandit.kernels import StepFunctionKernel
@@ -224,6 +224,30 @@ def test_recommending_leaves_the_arms_trained_as_they_are(monkeypatch):
     assert run() == recommending
 
 
+class KeepsTheGP(AdaptiveDBanditSchedule):
+    """The schedule, keeping the GP of its last recommendation."""
+
+    def _recommend(self, gp, seed: int) -> dict:
+        self.last_gp = gp
+        return super()._recommend(gp, seed)
+
+
+def test_every_d_of_the_recommendation_is_searched():
+    """The rule compares each ``d``'s posterior-mean maximiser, so each is searched on its own: every
+    ``d``'s recorded mean is at least the best of 512 random arms of its domain (a shared budget
+    left the ``d``'s whose samples started no L-BFGS-B restart at the best of their raw samples)."""
+    sched = KeepsTheGP(6, window=2, seed=2, n_init=4, **FAST)
+    drive(sched, range(0, 25))
+    row = [r for r in sched.history() if r["recommended_d"] is not None][-1]
+    generator = torch.Generator().manual_seed(0)
+    for k, d in enumerate(range(sched.d_min, sched.d_max + 1)):
+        arms = torch.rand(512, d - 1, generator=generator, dtype=torch.float64) * sched._normalised_upper(d)
+        with torch.no_grad():
+            means = GPUCB(PaddedArms(sched.last_gp, d - 1), 0.0)(
+                torch.cat([arms, torch.ones_like(arms[:, :1])], -1).unsqueeze(-2))
+        assert row["mean_by_d"][k] >= float(means.max()) - 1e-9, (d, row["mean_by_d"][k], float(means.max()))
+
+
 def test_the_last_round_only_schedule_recommends_as_the_schedule_does():
     """:class:`LastRecommendationOnly` (the system tests' schedule) trains the same arms and records
     the same last recommendation as the schedule it stands for, bit for bit (the same search on the
@@ -338,8 +362,8 @@ class LastRecommendationOnly(AdaptiveDBanditSchedule):
 
     Each GP round keeps its GP and the recommendation's seed instead of searching; :meth:`history`
     fills in the last GP round's fields by the schedule's own search on that GP and seed. The
-    system tests read no other round's recommendation, and the search is about half of each run's
-    time. The arms are the schedule's (the search draws nothing from its generator).
+    system tests read no other round's recommendation, and its search is one per ``d``. The arms
+    are the schedule's (the search draws nothing from its generator).
     """
 
     _last_search: tuple | None = None
@@ -394,8 +418,8 @@ def test_where_two_interior_points_are_best_it_beats_the_ten_point_bandit_and_th
     assert np.mean([r.regret for r in adaptive]) < np.mean([r.regret for r in fixed]), (
         [r.regret for r in adaptive], [r.regret for r in fixed])
     assert sum(r.d_mode == 3 for r in runs["margin"]) >= 3, [r.d_mode for r in runs["margin"]]
-    # Thompson sampling trains any d that ties; its recommendation prefers the fewest points (d = 3
-    # on 4 of seeds 4 to 11 and 3 of seeds 0 to 3 at this budget; benchmarks/adaptive_rules.py).
+    # Thompson sampling trains any d that ties; its recommendation prefers the fewest points (d = 4,
+    # 3, 3, 3 on seeds 0 to 3 at this budget; benchmarks/adaptive_rules.py).
     recommended = [final_recommendation(r) for r in adaptive]
     assert sum(d == 3 for d in recommended) >= 2, recommended
 
@@ -410,9 +434,10 @@ def test_where_nine_points_are_best_it_trains_eight_or_more_and_beats_the_three_
                            "fixed": _factory(GPBanditSchedule, 3, case)}, range(4))
     adaptive, fixed = runs["adaptive"], runs["fixed"]
     assert sum(r.d_mode >= 8 for r in adaptive) >= 3, [r.d_mode for r in adaptive]
-    # Its recommendation, more cautious, still needs more points than where three are best: d >= 5
-    # (on all of seeds 4 to 11 and 3 of seeds 0 to 3 at this budget; 8 or more takes about 80 rounds).
+    # Its recommendation, more cautious, still asks for more points than where three are best: d >= 4
+    # on at least 3 of 4 seeds (4, 7, 4, 5 on seeds 0 to 3 at this budget; at 80 rounds it is 5 to 8
+    # on most seeds, docs/adaptive-d.md: the GP cannot yet tell 5 to 8 points from 10).
     recommended = [final_recommendation(r) for r in adaptive]
-    assert sum(d >= 5 for d in recommended) >= 3, recommended
+    assert sum(d >= 4 for d in recommended) >= 3, recommended
     assert all(a.regret < f.regret for a, f in zip(adaptive, fixed)), (
         [r.regret for r in adaptive], [r.regret for r in fixed])

@@ -72,7 +72,8 @@ also records a recommendation (:data:`RECOMMENDATION_FIELDS`, :meth:`recommendat
 Bayesian optimisation recommends the posterior mean's maximiser rather than its last query:
 
 * for each ``d``, the maximiser ``x_d`` of the arm effect's posterior mean ``m_d`` at the next
-  round's time (GP-UCB's search at ``kappa = 0``);
+  round's time (GP-UCB's search at ``kappa = 0``), every ``d`` searched on its own with the budget
+  a bandit fixed at that ``d`` would use (:meth:`_maximise_each`);
 * with ``x*`` the best of them, the smallest ``d`` that is not one posterior standard deviation
   of the difference below it: ``m* - m_d <= sd(f(x*) - f(x_d))``.
 
@@ -82,21 +83,20 @@ the best. The standard deviation is the difference's, not the best arm's own (th
 which treats the estimates as independent): the arms share the GP's uncertainty, and what is
 asked is whether ``x_d`` is worse. The recommendation's search is seeded from the round's seed
 and draws nothing from the schedule's generator: the arms trained are those of revision 2. It is
-a second search of the same budget, so it doubles the acquisition's time per round (Fig 13's
-``quick`` runs took 0.43-0.47 minutes a seed instead of 0.31-0.32).
+one search per ``d``: Fig 13's ``quick`` runs took 0.45-0.55 minutes a seed on a 2-core Intel CPU,
+the bandits at a fixed ``d`` 0.20-0.30.
 
-On the test bed (``docs/adaptive-d.md``, ``benchmarks/adaptive_rules.py``) it recommends, with
-about 80 rounds (480 epochs, seeds 0 to 27), ``d = 3`` on 17 of 28 seeds where three points are best
-and 8 or more points on 18 of 28 where ten are (9 or 10 on 9): the right ``d`` on most seeds of both
-cases (about 60%), the first of the class's rules to do so, if 8 to 10 points count as right where ten are best.
-At that budget no method can tell 9 points from 10 there: an oracle that knew both arms and spent
-the whole run on them would separate them by one standard error, 8 points from 10 by two
-(``benchmarks/adaptive_resolution.py``). With 45 rounds (160 epochs) it recommends 3 on 7
-of 12 where three are best but 4 to 8 where ten are: the GP is not yet sure what the last points
-gain. What limits it is the candidates, neither the rule nor the search: at 480 epochs the right
-``d``'s posterior-mean maximiser is 0.15 or more in regret from the optimum on 15 of 16 runs, and
-the GP rates its best candidate above the true optimum on all 16
-(``benchmarks/adaptive_recommendation.py``).
+On the test bed (``docs/adaptive-d.md``, ``benchmarks/adaptive_rules.py``), with about 80 rounds
+(480 epochs, seeds 0 to 11) it recommends ``d = 3`` on 8 of 12 seeds where three points are best,
+and 4 to 7 points on all 12 where ten are (6 on 7): more points where more are needed, but **not
+the right ``d`` where ten are best**. After 80 rounds one posterior standard deviation of the
+difference still covers the gap between about 6 points and the best, although an oracle that
+knew both arms would tell 6 points from 10 by 4.5 standard errors
+(``benchmarks/adaptive_resolution.py``). Revision 3 searched every ``d``'s candidate with GP-UCB's
+one shared budget (:meth:`_maximise`), which left the candidates of 4 to 8 points short of their
+maximum; the rule rejected them, and it recommended 8 or more points on 18 of 28 seeds where ten
+are best. That came from the search, not the GP: with every ``d`` searched on its own, the same
+runs recommend 5 to 7 points wherever revision 3 recommended 8 or more.
 
 The random rounds draw ``d`` uniformly from ``[d_min, d_max]``, then an arm from its domain. The
 corner guards are the code's two pseudo-observations: every point on ``lo`` and every point on
@@ -205,10 +205,11 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
     round's recommendation (:data:`RECOMMENDATION_FIELDS`; :meth:`recommendation`).
     """
 
-    #: Version of this class's choices beyond the bandit family's revision: 3, every GP round records
-    #: a recommendation (the arms trained are revision 2's); 2, Thompson sampling of ``d`` by default
+    #: Version of this class's choices beyond the bandit family's revision: 4, the recommendation
+    #: searches every ``d`` on its own (3: one shared budget); 3, every GP round records a
+    #: recommendation (the arms trained are revision 2's); 2, Thompson sampling of ``d`` by default
     #: (1: the margin rule). Part of its runs' config digests only.
-    D_CHOICE_REVISION = 3
+    D_CHOICE_REVISION = 4
 
     def __init__(self, d_max: int, *, d_min: int = 2, d_choice: str = "thompson", d_tolerance: float = 0.2,
                  n_init: int | None = None, max_observations: int | None = None, **options: Any) -> None:
@@ -338,7 +339,7 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
         is not one posterior standard deviation of the difference below the best's. Draws nothing
         from the schedule's generator (``seed`` seeds its search), so the arms trained are those of
         a schedule that recommends nothing."""
-        means = self._maximise(gp, 0.0, seed)  # GP-UCB at kappa = 0 is the posterior mean
+        means = self._maximise_each(gp, 0.0, seed)  # GP-UCB at kappa = 0 is the posterior mean
         ds = sorted(means)
         mean, cov = self._joint_posterior(gp, [means[d][0] for d in ds])
         top = int(torch.argmax(mean))
@@ -459,6 +460,28 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
                                         maxiter=self.acq_maxiter, upper=self._normalised_upper(d), initial=initial)
             if value > best[d][1]:
                 best[d] = (x, value)
+        return best
+
+    def _maximise_each(self, gp: BanditGP, kappa: float, seed: int) -> dict[int, tuple[Tensor, float]]:
+        """The GP-UCB maximiser and its value for each ``d``, every ``d`` searched on its own.
+
+        Unlike :meth:`_maximise`, no ``d`` shares a budget: each has the search a bandit fixed at
+        that ``d`` would run (:func:`~tvolib.bandit.acquisition.maximize_ucb` with ``raw_samples``
+        and ``num_restarts``, default :func:`~tvolib.bandit.acquisition.acquisition_budget` of its
+        ``d - 1`` points), seeded by ``seed + d``. What a rule that compares the ``d``'s by their
+        maxima needs: under a shared budget the ``d``'s whose samples start no restart keep a
+        random sample, and lose the comparison to the search rather than to the GP.
+        """
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        best: dict[int, tuple[Tensor, float]] = {}
+        for d in range(self.d_min, self.d_max + 1):
+            raw, restarts = acquisition_budget(d - 1)
+            raw = self.raw_samples or raw
+            with torch.random.fork_rng(devices=devices):  # BoTorch's randomness: seeded, global RNG untouched
+                torch.manual_seed(seed + d)
+                best[d] = maximize_ucb(PaddedArms(gp, d - 1), t_norm=1.0, kappa=kappa, seed=seed + d,
+                                       raw_samples=raw, num_restarts=min(self.num_restarts or restarts, raw),
+                                       maxiter=self.acq_maxiter, upper=self._normalised_upper(d))
         return best
 
     def _normalised_upper(self, d: int) -> Tensor:
