@@ -36,16 +36,17 @@ def test_fixed_schedule_digests_are_unchanged(name, expected):
     assert digest_hash(fixed) == expected
 
 
-@pytest.mark.parametrize("name, expected", [("smoke", "4f5fbaec2982d437"), ("quick", "11435dc35045feb7"),
-                                            ("paper", "bd4ebcf24417703d")])
+@pytest.mark.parametrize("name, expected", [("smoke", "69e40228491ca854"), ("quick", "1dd04d9325308a81"),
+                                            ("paper", "aec819060427ea6c")])
 def test_every_config_digest_is_pinned(name, expected):
     """Every config's digest, bandit runs included (their cache keys carry the bandit's revision, 5
     here, and name the code's protocol, no longer the schedule's default; the GP bandit under this
     package's protocol is a series of Figs 4, 8, 10 and 11). Quick's value includes the bandit
     budget's runs (Fig 11); every profile's, the adaptive-d bandit's runs (Fig 13), whose keys also
-    carry that schedule's revision (3: the recorded recommendation; at 2, Thompson-sampled d, the
-    values were b804e9f152b86699, 2b6e7d5e6f1f3c7e and 0a253270acc45fd4), which renamed them and no
-    other run."""
+    carry that schedule's revision (4: the recommendation searches every d on its own; at 3, the
+    recorded recommendation, the values were 4f5fbaec2982d437, 11435dc35045feb7 and
+    bd4ebcf24417703d; at 2, Thompson-sampled d, b804e9f152b86699, 2b6e7d5e6f1f3c7e and
+    0a253270acc45fd4), which renamed them and no other run."""
     assert digest_hash(sweeps.all_configs(name)) == expected
 
 
