@@ -92,11 +92,9 @@ and 4 to 7 points on all 12 where ten are (6 on 7): more points where more are n
 the right ``d`` where ten are best**. After 80 rounds one posterior standard deviation of the
 difference still covers the gap between about 6 points and the best, although an oracle that
 knew both arms would tell 6 points from 10 by 4.5 standard errors
-(``benchmarks/adaptive_resolution.py``). Revision 3 searched every ``d``'s candidate with GP-UCB's
-one shared budget (:meth:`_maximise`), which left the candidates of 4 to 8 points short of their
-maximum; the rule rejected them, and it recommended 8 or more points on 18 of 28 seeds where ten
-are best. That came from the search, not the GP: with every ``d`` searched on its own, the same
-runs recommend 5 to 7 points wherever revision 3 recommended 8 or more.
+(``benchmarks/adaptive_resolution.py``). Revision 3's shared search (:meth:`_maximise`) left the
+4- to 8-point candidates short of their maximum; its 8 or more points on 18 of 28 seeds there came
+from that (``docs/adaptive-d.md``, *The search behind the recommendation*).
 
 The random rounds draw ``d`` uniformly from ``[d_min, d_max]``, then an arm from its domain. The
 corner guards are the code's two pseudo-observations: every point on ``lo`` and every point on
