@@ -192,17 +192,19 @@ def test_every_chosen_schedule_is_valid_and_the_history_records_its_d(d_choice):
 
 def check_recommendation(row: dict, sched: AdaptiveDBanditSchedule) -> None:
     """A GP round's recommendation follows its rule from the recorded means and standard deviations
-    (the smallest d not one sd of the difference below the best's), and its arm is a valid schedule
-    of that d in the box; a random round recommends nothing."""
-    fields = ("recommended_d", "recommended_arm", "mean_by_d", "gap_sd_by_d")
+    (the smallest d whose lower bound ``mean - sd`` is not one sd of the difference below the
+    highest), and its arm is a valid schedule of that d in the box; a random round recommends
+    nothing."""
+    fields = RECOMMENDATION_FIELDS
     if row["source"] == "random":
         assert all(row[k] is None for k in fields)
         return
-    means, sds = row["mean_by_d"], row["gap_sd_by_d"]
-    assert len(means) == len(sds) == sched.d_max - sched.d_min + 1
-    top = means.index(max(means))
-    assert sds[top] == 0.0
-    within = [k for k, (m, s) in enumerate(zip(means, sds)) if m >= max(means) - s]
+    means, sds, gaps = row["mean_by_d"], row["sd_by_d"], row["gap_sd_by_d"]
+    assert len(means) == len(sds) == len(gaps) == sched.d_max - sched.d_min + 1
+    lower = [m - s for m, s in zip(means, sds)]
+    top = lower.index(max(lower))
+    assert gaps[top] == 0.0
+    within = [k for k, (low, g) in enumerate(zip(lower, gaps)) if low >= max(lower) - g]
     assert row["recommended_d"] == sched.d_min + within[0]
     arm = row["recommended_arm"]
     assert len(arm) == row["recommended_d"] - 1
@@ -441,3 +443,8 @@ def test_where_nine_points_are_best_it_trains_eight_or_more_and_beats_the_three_
     assert sum(d >= 4 for d in recommended) >= 3, recommended
     assert all(a.regret < f.regret for a, f in zip(adaptive, fixed)), (
         [r.regret for r in adaptive], [r.regret for r in fixed])
+    # Most of the rewards' variance is noise here; the fit's noise bound (all of it) does not bind,
+    # where the protocol's 0.5 held the fits on the bound in most late rounds (docs/adaptive-d.md).
+    upper = AdaptiveDBanditSchedule(10, device="cpu").fit_bounds()["noise"][1]
+    noise = [[row["noise"] for row in r.history if row.get("noise") is not None][-1] for r in adaptive]
+    assert all(n < upper - 1e-3 for n in noise), (noise, upper)

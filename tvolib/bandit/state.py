@@ -76,7 +76,7 @@ HISTORY_FIELDS: dict[str, str] = {
     "fit_ok": "bool?", "fit_evals": "int?", "n_obs": "int?", "n_dropped": "int?", "t_origin": "int?",
     "t_pred": "int?", "y_mean": "float?", "y_std": "float?", "acq_by_d": "vector?", "d_draws": "vector?",
     "points_dropped": "int?", "recommended_d": "int?", "recommended_arm": "vector?", "mean_by_d": "vector?",
-    "gap_sd_by_d": "vector?",
+    "sd_by_d": "vector?", "gap_sd_by_d": "vector?",
     # the next arm
     "next_arm": "vector", "next_d": "int", "next_spread": "float", "next_min_gap": "float?", "next_on_edge": "int",
     "next_degenerate": "bool",
