@@ -420,8 +420,8 @@ def test_where_two_interior_points_are_best_it_beats_the_ten_point_bandit_and_th
     assert np.mean([r.regret for r in adaptive]) < np.mean([r.regret for r in fixed]), (
         [r.regret for r in adaptive], [r.regret for r in fixed])
     assert sum(r.d_mode == 3 for r in runs["margin"]) >= 3, [r.d_mode for r in runs["margin"]]
-    # Thompson sampling trains any d that ties; its recommendation prefers the fewest points (d = 4,
-    # 3, 3, 3 on seeds 0 to 3 at this budget; benchmarks/adaptive_rules.py).
+    # Thompson sampling trains any d that ties; its recommendation prefers the fewest points (d = 3,
+    # 5, 3, 3 on seeds 0 to 3 at this budget; benchmarks/adaptive_noise.py 0:4 160).
     recommended = [final_recommendation(r) for r in adaptive]
     assert sum(d == 3 for d in recommended) >= 2, recommended
 
@@ -436,11 +436,11 @@ def test_where_nine_points_are_best_it_trains_eight_or_more_and_beats_the_three_
                            "fixed": _factory(GPBanditSchedule, 3, case)}, range(4))
     adaptive, fixed = runs["adaptive"], runs["fixed"]
     assert sum(r.d_mode >= 8 for r in adaptive) >= 3, [r.d_mode for r in adaptive]
-    # Its recommendation, more cautious, still asks for more points than where three are best: d >= 4
-    # on at least 3 of 4 seeds (4, 7, 4, 5 on seeds 0 to 3 at this budget; at 80 rounds 4 to 7, mostly
-    # 6, docs/adaptive-d.md: the GP cannot yet tell about 6 points from 10).
+    # Its recommendation, more cautious, still asks for more points than where three are best: d >= 5
+    # on at least 3 of 4 seeds (6, 5, 6, 5 on seeds 0 to 3 at this budget; at 80 rounds 5 to 8,
+    # docs/adaptive-d.md: the GP cannot yet tell about 7 points from 10).
     recommended = [final_recommendation(r) for r in adaptive]
-    assert sum(d >= 4 for d in recommended) >= 3, recommended
+    assert sum(d >= 5 for d in recommended) >= 3, recommended
     assert all(a.regret < f.regret for a, f in zip(adaptive, fixed)), (
         [r.regret for r in adaptive], [r.regret for r in fixed])
     # Most of the rewards' variance is noise here; the fit's noise bound (all of it) does not bind,

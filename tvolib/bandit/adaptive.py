@@ -33,15 +33,12 @@ hierarchy (first ``d``, then the points by a GP per ``d``):
 
 The noise
 ---------
-The kernel has no output scale (the paper's Appendix B: rewards are standardised), so the arm
-effect and trend have prior variance 1 and the noise variance is the share of the rewards'
-variance the GP may leave unexplained. The authors' code bounds it by 0.5, and that bound binds:
-on the test bed, where the noise is known, 63% of a run's reward variance is noise and 86% of its
-last 60 rounds' (``d10-step-mild``, 480 epochs), and the fits sit on 0.5 in nine tenths of the
-late rounds. A GP that must explain at least a third of the variance as signal chases the noise,
-with a length scale on its lower bound. This class bounds the noise variance by
-:data:`NOISE_UPPER`, all of the rewards' variance (revision 5); its fits then lie inside the
-bounds (0.4 to 0.65). ``docs/adaptive-d.md``, *The noise bound*, has the measurements.
+The kernel has no output scale (rewards are standardised, the paper's Appendix B), so the noise
+variance is the share of the rewards' variance the GP may leave unexplained. The authors' code
+bounds it by 0.5, which binds: on the test bed 48% to 69% of a run's reward variance is noise (52%
+to 99% of its last 60 rounds'), and the fits sit on 0.5 in nearly all late rounds, fitting part of
+the noise as signal. Revision 5 bounds it by :data:`NOISE_UPPER`, all of the variance; the fits
+then lie inside (late medians 0.39 to 0.66; ``docs/adaptive-d.md``, *Revision 5*).
 
 The acquisition
 ---------------
@@ -63,9 +60,8 @@ acquisition's noise, and the search would drift to ``d_max`` whether or not the 
   (:meth:`~tvolib.bandit.model.BanditGP.joint_posterior`); the ``d`` with the largest draw trains
   its maximiser. Each ``d`` is chosen with the posterior probability that its candidate is the
   best, so a ``d`` whose gain the GP is unsure of keeps being tried until the GP knows, and a
-  ``d`` that is no better than a smaller one (tied points) wins only its share of the draws. There
-  is no constant to set. It does not prefer fewer points: where fewer suffice it trains any ``d``
-  whose candidate is as good.
+  ``d`` no better than a smaller one (tied points) wins only its share of the draws. There is no
+  constant to set. It does not prefer fewer points.
 * ``"margin"``: parsimony. ``d`` is the smallest whose best value is within
   ``margin = d_tolerance sqrt(kappa (1 - phi_trend))`` of the largest (``d_tolerance``, 0.2, of the
   exploration bonus of an arm the GP knows nothing about, ``sqrt(kappa)`` times the arm effect's
@@ -101,32 +97,24 @@ are best). The recommendation's search is seeded from the round's seed and draws
 the schedule's generator. It is one search per ``d``: Fig 13's ``quick`` runs took 0.45-0.55
 minutes a seed on a 2-core Intel CPU, the bandits at a fixed ``d`` 0.20-0.30.
 
-On the test bed (``docs/adaptive-d.md``; 480 epochs, about 80 rounds, seeds 0 to 11) it
-recommends ``d = 3`` on 6 of 12 seeds where three points are best (4 or 5 on the others) and 5 to
-8 points where ten are (8 on 3): more points where more are needed, but **not the right ``d``
-where ten are best**. One posterior standard deviation of the difference still covers the gap
-between about 7 points and the best, although an oracle that knew both arms would tell 7 points
-from 10 by 3.2 standard errors (``benchmarks/adaptive_resolution.py``).
-
 The random rounds draw ``d`` uniformly from ``[d_min, d_max]``, then an arm from its domain. The
-corner guards are the code's two pseudo-observations: every point on ``lo`` and every point on
-the box's upper bound, i.e. (padded) the two-point schedules ``[0, lo]`` and ``[0, hi]``; a
-proposal at its domain's all-lower corner is replaced by a random round's arm, as in
-:class:`~tvolib.bandit.scheduler.GPBanditSchedule`.
+corner guards are the code's two pseudo-observations, (padded) the schedules ``[0, lo]`` and ``[0,
+hi]``; a proposal at its domain's all-lower corner is replaced by a random round's arm.
 
 On the test bed
 ---------------
 Two cases of :mod:`tvolib.bandit.testbed` compare schedules of any length by their step functions:
-``d3-step-mild`` (two interior points best; more points match it only by tying) and
-``d10-step-mild`` (nine spread points best). ``docs/adaptive-d.md`` gives the tables. In short,
-at 480 epochs on seeds 0 to 11 (revision 5): Thompson sampling trains 8 to 10 points most on all
-12 seeds where ten are best (mean regret of the second half's arms 0.27; the bandit fixed at
-``d = 10`` 0.35, at ``d = 3`` 0.96, seeds 4 to 7); where three are best its regret (0.30) is
-below the bandits fixed at 3 and 10 (0.37, 0.40), but it trains 3 to 10 points there: extra
-points near the box's lower edge cost little, too little for 80 noisy rounds to resolve. The
-margin rule (revision 1 of the class's choices) trains ``d = 3`` where three are best but 2 to 5
-points where ten are; no margin serves both cases, and neither do the other training rules tried
-(grow, confident, optimistic, nested): each trades the two cases.
+``d3-step-mild`` (two interior points best; more tie with them) and ``d10-step-mild`` (nine spread
+points best); ``docs/adaptive-d.md`` has the tables. At 480 epochs (about 80 rounds, seeds 0 to
+11, revision 5) Thompson sampling trains 8 to 10 points most on all 12 seeds where ten are best
+(regret 0.27; the bandit fixed at ``d = 10`` 0.35, at ``d = 3`` 0.96, seeds 4 to 7); where three
+are best it trains 3 to 10 (regret 0.30; fixed at 3 and 10, 0.37 and 0.40): extra points near the
+box's lower edge cost too little for 80 noisy rounds to resolve. The recommendation is ``d = 3``
+on 6 of 12 seeds where three are best and 5 to 8 points where ten are (8 on 3): **not the right
+``d`` where ten are best**, as one posterior standard deviation still covers the gap between
+about 7 points and the best (an oracle would tell them apart by 3.2 standard errors). The margin
+rule (revision 1) trains ``d = 3`` where three are best but 2 to 5 points where ten are; no margin
+serves both cases, nor do the other training rules tried (grow, confident, optimistic, nested).
 
 Example:
     >>> sched = AdaptiveDBanditSchedule(d_max=6, window=2, seed=0, device="cpu")
@@ -486,9 +474,8 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
         Unlike :meth:`_maximise`, no ``d`` shares a budget: each has the search a bandit fixed at
         that ``d`` would run (:func:`~tvolib.bandit.acquisition.maximize_ucb` with ``raw_samples``
         and ``num_restarts``, default :func:`~tvolib.bandit.acquisition.acquisition_budget` of its
-        ``d - 1`` points), seeded by ``seed + d``. What a rule that compares the ``d``'s by their
-        maxima needs: under a shared budget the ``d``'s whose samples start no restart keep a
-        random sample, and lose the comparison to the search rather than to the GP.
+        ``d - 1`` points), seeded by ``seed + d``: under a shared budget the ``d``'s whose samples
+        start no restart keep a random sample, and lose a comparison of maxima to the search.
         """
         devices = [self.device.index or 0] if self.device.type == "cuda" else []
         best: dict[int, tuple[Tensor, float]] = {}

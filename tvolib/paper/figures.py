@@ -360,8 +360,8 @@ def _fig13(inputs: _Inputs) -> FigureResult:
     config = adaptive[0]
     caption = captions.scale_caption(inputs.profile, extra=(
         f"VAE, S = {config.S}; GP-bandit (adaptive d) chooses d in [2, {config.d}] every window by Thompson "
-        "sampling (this package's protocol; one run per seed; dashed: the d it recommends, the smallest not one posterior "
-        "sd below the best), the others train at each fixed d (one run per d and seed); GP-bandit: the "
+        "sampling (this package's protocol; one run per seed; dashed: the d it recommends, the smallest whose "
+        "lower bound, mean - sd, is not one posterior sd below the best), the others train at each fixed d (one run per d and seed); GP-bandit: the "
         "authors' code's protocol; the table gives each schedule's best d in hindsight and the minutes its grid "
         "over d costs per seed"))
     fig = plot_adaptive_d(summary, band, rounds, dataset_labels=results.dataset_labels(inputs.frame, inputs.data_root),
