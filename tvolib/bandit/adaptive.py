@@ -94,7 +94,7 @@ asked is whether ``x_d`` is worse. It compares lower bounds, not means (revision
 recommendation is not explored: by means, a candidate the GP knows little about passed for its
 large difference's standard deviation alone (on the test bed, 2 points of regret 1.0 where ten
 are best). The recommendation's search is seeded from the round's seed and draws nothing from
-the schedule's generator. It is one search per ``d``: Fig 13's ``quick`` runs took 0.45-0.55
+the schedule's generator. It is one search per ``d``: Fig 13's ``quick`` runs took 0.5-0.55
 minutes a seed on a 2-core Intel CPU, the bandits at a fixed ``d`` 0.20-0.30.
 
 The random rounds draw ``d`` uniformly from ``[d_min, d_max]``, then an arm from its domain. The
