@@ -34,7 +34,7 @@ from tvolib.bandit.model import BanditGP
 from tvolib.bandit.protocol import ml_bounds
 from tvolib.bandit.testbed import CASES, CaseResult, ScheduleFactory, TestbedCase, arm_value, run_cases, trend_gain
 
-from adaptive_tolerance import BUDGET, STEP_CASES, seed_range  # benchmarks/, this script's folder
+from adaptive_tolerance import BUDGET, STEP_CASES, seeds_epochs_flag  # benchmarks/, this script's folder
 
 
 class ProtocolNoiseBound(AdaptiveDBanditSchedule):
@@ -117,9 +117,5 @@ def main(seeds: range, epochs: int, protocol_bound: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    flags = [a for a in sys.argv[1:] if a.startswith("--")]
-    if set(flags) - {"--protocol-bound"}:
-        sys.exit(f"unknown option(s) {sorted(set(flags) - {'--protocol-bound'})}; accepted: --protocol-bound")
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(seed_range(args[0] if args else "0:12"), int(args[1]) if len(args) > 1 else 480,
-         protocol_bound="--protocol-bound" in flags)
+    seeds, epochs, protocol_bound = seeds_epochs_flag(sys.argv[1:], "--protocol-bound", "0:12")
+    main(seeds, epochs, protocol_bound=protocol_bound)

@@ -40,7 +40,7 @@ from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.model import BanditGP
 from tvolib.bandit.testbed import CASES, ScheduleFactory, arm_value, run_cases
 
-from adaptive_tolerance import BUDGET, STEP_CASES, seed_range  # benchmarks/, this script's folder
+from adaptive_tolerance import BUDGET, STEP_CASES, seeds_epochs_flag  # benchmarks/, this script's folder
 
 
 class RecordingCandidates(AdaptiveDBanditSchedule):
@@ -97,9 +97,5 @@ def main(seeds: range, epochs: int, time_varying: bool = True) -> None:
 
 
 if __name__ == "__main__":
-    flags = [a for a in sys.argv[1:] if a.startswith("--")]
-    if set(flags) - {"--time-invariant"}:
-        sys.exit(f"unknown option(s) {sorted(set(flags) - {'--time-invariant'})}; accepted: --time-invariant")
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(seed_range(args[0] if args else "4:12"), int(args[1]) if len(args) > 1 else 480,
-         time_varying="--time-invariant" not in flags)
+    seeds, epochs, time_invariant = seeds_epochs_flag(sys.argv[1:], "--time-invariant", "4:12")
+    main(seeds, epochs, time_varying=not time_invariant)

@@ -69,6 +69,16 @@ def seed_range(text: str) -> range:
     return range(*[int(v) for v in text.split(":")]) if ":" in text else range(int(text))
 
 
+def seeds_epochs_flag(argv: list[str], flag: str, seeds: str, epochs: int = 480) -> tuple[range, int, bool]:
+    """``[seeds] [epochs] [flag]`` of a benchmark's command line: the seed range (default ``seeds``),
+    the epochs and whether ``flag`` is given; exits naming an unknown option."""
+    flags = [a for a in argv if a.startswith("--")]
+    if set(flags) - {flag}:
+        sys.exit(f"unknown option(s) {sorted(set(flags) - {flag})}; accepted: {flag}")
+    args = [a for a in argv if not a.startswith("--")]
+    return seed_range(args[0] if args else seeds), int(args[1]) if len(args) > 1 else epochs, flag in flags
+
+
 def main(tolerances: list[float], seeds: range, epochs: int | None = None) -> None:
     compare({str(tol): (AdaptiveDBanditSchedule, 10, {"d_choice": "margin", "d_tolerance": tol})
              for tol in tolerances}, seeds, epochs,
