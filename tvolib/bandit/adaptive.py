@@ -159,9 +159,8 @@ D_CHOICES = ("thompson", "margin")
 #: domain of diameter 1 times this.
 EMBEDDING_DIAMETER = 0.5
 
-#: The upper bound of the ML fit's noise variance (standardised rewards, whose variance is 1): all
-#: of the rewards' variance may be noise (module docstring, *The noise*; the protocol's bound, the
-#: authors' code's 0.5, binds on the test bed).
+#: The ML fit's upper bound of the noise variance: all of the standardised rewards' variance (module
+#: docstring, *The noise*; the protocol's bound, the authors' code's 0.5, binds on the test bed).
 NOISE_UPPER = 1.0
 
 #: The history's columns of the recommendation (module docstring), ``None`` in random rounds: the
@@ -203,12 +202,9 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
     round's recommendation (:data:`RECOMMENDATION_FIELDS`; :meth:`recommendation`).
     """
 
-    #: Version of this class's choices beyond the bandit family's revision: 5, the noise variance
-    #: up to :data:`NOISE_UPPER` (4: the protocol's 0.5) and the recommendation's best by its lower
-    #: bound (4: by its mean); 4, the recommendation
-    #: searches every ``d`` on its own (3: one shared budget); 3, every GP round records a
-    #: recommendation (the arms trained are revision 2's); 2, Thompson sampling of ``d`` by default
-    #: (1: the margin rule). Part of its runs' config digests only.
+    #: Version of this class's choices beyond the bandit family's (part of its runs' digests only):
+    #: 5, noise up to :data:`NOISE_UPPER`, recommendation by lower bounds; 4, each ``d`` searched on
+    #: its own; 3, a recommendation recorded; 2, Thompson sampling of ``d`` (1: the margin rule).
     D_CHOICE_REVISION = 5
 
     def __init__(self, d_max: int, *, d_min: int = 2, d_choice: str = "thompson", d_tolerance: float = 0.2,
@@ -420,8 +416,7 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
 
     def fit_bounds(self) -> dict[str, tuple[float, float]]:
         """Bounds of the ML fit: the protocol's (``ml_bounds``) for a domain of diameter 1, the length
-        scale stretched to the embedding's diameter (:data:`EMBEDDING_DIAMETER`), the noise variance
-        up to :data:`NOISE_UPPER` (module docstring, *The noise*).
+        scale stretched to the embedding's diameter (:data:`EMBEDDING_DIAMETER`), noise up to :data:`NOISE_UPPER`.
 
         Example:
             >>> bounds = AdaptiveDBanditSchedule(5, device="cpu").fit_bounds()
@@ -438,10 +433,9 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
 
         One budget for all ``d``: ``raw_samples`` uniform arms of each ``d``'s domain (default
         :func:`~tvolib.bandit.acquisition.acquisition_budget` of its ``d - 1`` points) are scored
-        by GP-UCB; the ``num_restarts`` best of all of them (default the budget of ``d_max - 1``
-        points) start L-BFGS-B (:func:`~tvolib.bandit.acquisition.maximize_ucb`), each in its own
-        ``d``'s domain. A ``d`` whose samples start no restart keeps its best sample.
-        """
+        by GP-UCB; the ``num_restarts`` best of all (default the budget of ``d_max - 1`` points)
+        start L-BFGS-B (:func:`~tvolib.bandit.acquisition.maximize_ucb`) in their ``d``'s domain;
+        a ``d`` whose samples start no restart keeps its best sample."""
         generator = torch.Generator().manual_seed(seed)
         X = gp._require_data()[0]
         best: dict[int, tuple[Tensor, float]] = {}
