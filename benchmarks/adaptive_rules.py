@@ -32,15 +32,20 @@ the mean regret of the second half's arms, at the system tests' acquisition budg
 adaptive bandits, also the ``d`` recommended at the last GP round (the class's recommendation,
 which does not change what is trained) and the regret of its arm.
 
-    .venv/bin/python benchmarks/adaptive_rules.py [rules] [seeds] [epochs]   # 3 minutes a rule, 2 cores
+    .venv/bin/python benchmarks/adaptive_rules.py [rules] [seeds] [epochs] [cases]   # 3 minutes a rule, 2 cores
 
 e.g. ``benchmarks/adaptive_rules.py thompson,margin,grow,confident,optimistic 4`` (the defaults;
-``seeds`` is a count from 0 or a range ``start:stop``; ``epochs`` defaults to the cases' 160).
+``seeds`` is a count from 0 or a range ``start:stop``; ``epochs`` defaults to the cases' 160;
+``cases``, step cases of :mod:`tvolib.bandit.testbed` separated by commas, defaults to
+``d3-step-mild,d10-step-mild``). ``benchmarks/adaptive_rules.py thompson 0:12 480
+d3-step-mild-quiet,d5-step-mild-quiet,d10-step-mild-quiet`` runs the library's bandit where the
+rewards can tell ``d`` (20 minutes).
 """
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -49,8 +54,9 @@ from tvolib.bandit.acquisition import GPUCB, PaddedArms, maximize_ucb
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.model import BanditGP
 from tvolib.bandit.scheduler import GPBanditSchedule
+from tvolib.bandit.testbed import CASES
 
-from adaptive_tolerance import compare, seed_range  # benchmarks/, this script's folder
+from adaptive_tolerance import STEP_CASES, compare, seed_range  # benchmarks/, this script's folder
 
 
 def difference_posterior(gp: BanditGP, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
@@ -168,8 +174,8 @@ RULES: dict[str, tuple[type[GPBanditSchedule], int, dict[str, str]]] = {
 }
 
 
-def main(rules: list[str], seeds: range, epochs: int | None = None) -> None:
-    compare({rule: RULES[rule] for rule in rules}, seeds, epochs, "rule")
+def main(rules: list[str], seeds: range, epochs: int | None = None, cases: Sequence[str] = STEP_CASES) -> None:
+    compare({rule: RULES[rule] for rule in rules}, seeds, epochs, "rule", cases)
 
 
 if __name__ == "__main__":
@@ -177,4 +183,9 @@ if __name__ == "__main__":
     unknown = [r for r in chosen if r not in RULES]
     if unknown:
         sys.exit(f"unknown rule(s) {unknown}; accepted: {', '.join(RULES)}")
-    main(chosen, seed_range(sys.argv[2] if len(sys.argv) > 2 else "4"), int(sys.argv[3]) if len(sys.argv) > 3 else None)
+    names = sys.argv[4].split(",") if len(sys.argv) > 4 else list(STEP_CASES)
+    step_cases = [n for n, c in CASES.items() if c.metric == "step"]
+    if [n for n in names if n not in step_cases]:
+        sys.exit(f"unknown case(s) {[n for n in names if n not in step_cases]}; accepted: {', '.join(step_cases)}")
+    main(chosen, seed_range(sys.argv[2] if len(sys.argv) > 2 else "4"), int(sys.argv[3]) if len(sys.argv) > 3 else None,
+         names)

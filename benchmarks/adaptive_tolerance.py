@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
@@ -30,12 +31,12 @@ BUDGET = dict(raw_samples=128, num_restarts=4, device="cpu")
 
 
 def compare(variants: dict[str, tuple[type, int, dict[str, Any]]], seeds: range, epochs: int | None = None,
-            column: str = "variant") -> None:
+            column: str = "variant", cases: Sequence[str] = STEP_CASES) -> None:
     """Run every variant (label -> schedule class, its first argument: ``d_max`` of an adaptive
-    bandit, ``d`` of a fixed one, and options) on both step cases, all seeds, two at a time, and
-    print one Markdown row per case and variant."""
+    bandit, ``d`` of a fixed one, and options) on each of ``cases`` (default both step cases), all
+    seeds, two at a time, and print one Markdown row per case and variant."""
     keys, jobs = [], []
-    for name in STEP_CASES:
+    for name in cases:
         case = CASES[name] if epochs is None else dataclasses.replace(CASES[name], epochs=epochs)
         for label, (cls, size, options) in variants.items():
             factory = ScheduleFactory.of(cls, size, window=case.window, **BUDGET, **options)

@@ -46,9 +46,16 @@ cases hand its GP a kernel of the right form (only the length scale is fitted), 
 search and the choice of ``d``, not the surrogate's form. Its ``d`` is the
 optimum's: fewer points cannot make the optimum's step function, more can only by tying points
 (intervals of width zero), which a search must find. The cases ``d3-step-*`` (two interior
-points best) and ``d10-step-*`` (nine, spread out) are what
+points best), ``d5-step-*`` (four, spread out) and ``d10-step-*`` (nine, spread out) are what
 :class:`~tvolib.bandit.adaptive.AdaptiveDBanditSchedule` is tested on; the ``"points"`` cases keep
 their values and accept arms of their ``d`` only.
+
+Whether a budget can tell a case's ``d`` at all is a property of the case (:mod:`tvolib.bandit.oracle`):
+at the default noise even an oracle that trained only the optimum and the best arm of one point
+fewer, half of 160 epochs each, would separate the ten-point case's optimum from nine points by
+0.61 standard errors. The ``d{3,5,10}-step-mild-quiet`` cases are the mild step cases at
+:data:`QUIET_NOISE`, a fifth of the default, where that oracle separates every step case's ``d``
+from one point fewer by three standard errors: cases whose right ``d`` the rewards can tell.
 
 The bump's ``width`` is set per case so that uniformly random arms of the code's staggered domain
 have a mean regret of :data:`RANDOM_REGRET` (0.6) at mid-run (:func:`calibrated_width`): the
@@ -85,6 +92,7 @@ from .protocol import arm_degeneracy, staggered_upper
 
 __all__ = [
     "CASES",
+    "QUIET_NOISE",
     "RANDOM_REGRET",
     "TRENDS",
     "CaseResult",
@@ -409,19 +417,28 @@ def _cases() -> dict[str, TestbedCase]:
         for trend in ("strong", "quick"):
             name = f"d{d}-drift-{trend}"
             cases[name] = TestbedCase(name, d, _log_like(d), _late(d), trend=trend, width=width)
-    for d, optimum in ((3, STEP_OPTIMUM_D3), (10, _linear_like(10))):
+    for d, optimum in ((3, STEP_OPTIMUM_D3), (5, _linear_like(5)), (10, _linear_like(10))):
         width = calibrated_width(d, optimum, metric="step")
         for trend in ("mild", "strong"):
             name = f"d{d}-step-{trend}"
             cases[name] = TestbedCase(name, d, optimum, trend=trend, width=width, metric="step")
+        name = f"d{d}-step-mild-quiet"
+        cases[name] = TestbedCase(name, d, optimum, trend="mild", width=width, noise=QUIET_NOISE, metric="step")
     return cases
 
 
 #: The best schedule of the ``d3-step`` cases: two interior points, neither on an edge.
 STEP_OPTIMUM_D3 = (0.3, 0.65)
+#: The per-epoch noise of the ``-quiet`` step cases, a fifth of the default 0.5: the largest (to one
+#: figure) at which an oracle separates every step case's optimum from the best arm of one point
+#: fewer by three standard errors in the system tests' 160 epochs (module docstring). The ten-point
+#: case sets it: its ninth interior point is worth ``Delta_9 = 0.048``
+#: (:func:`~tvolib.bandit.oracle.best_regrets`), and ``0.048 sqrt(160 / 4) / 3 = 0.10``.
+QUIET_NOISE = 0.1
 
 
 #: Every case: ``d{2,5,10}-{log,linear,corner}-{none,mild,strong,quick}`` (no corner at d = 2),
 #: ``d{2,5,10}-drift-{strong,quick}`` (log-like to late optimum) and, compared by step functions
-#: (arms of any length), ``d{3,10}-step-{mild,strong}`` (two interior points best; nine, spread).
+#: (arms of any length), ``d{3,5,10}-step-{mild,strong,mild-quiet}`` (two interior points best;
+#: four, spread; nine, spread; ``mild-quiet``: the mild trend at :data:`QUIET_NOISE`).
 CASES: dict[str, TestbedCase] = _cases()
