@@ -19,9 +19,10 @@ case's optimum against its best candidate, :class:`RecordingCandidates`) and the
 ``benchmarks/adaptive_rules.py thompson`` (same seeds, budget and noise), so the recommendations
 match its table.
 
-    .venv/bin/python benchmarks/adaptive_recommendation.py [seeds] [epochs] [--time-invariant]
+    .venv/bin/python benchmarks/adaptive_recommendation.py [seeds] [epochs] [cases] [--time-invariant]
 
-(480 epochs: 16 minutes for 8 seeds on 2 cores)
+(480 epochs: 16 minutes for 8 seeds on 2 cores; ``cases``, step cases separated by commas, defaults
+to ``d3-step-mild,d10-step-mild``)
 
 e.g. ``benchmarks/adaptive_recommendation.py 4:12 480`` (the defaults). ``--time-invariant`` gives
 the bandit's GP no time kernel (``time_varying=False``): the step cases' optimum does not move.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -40,7 +42,7 @@ from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.model import BanditGP
 from tvolib.bandit.testbed import CASES, ScheduleFactory, arm_value, run_cases
 
-from adaptive_tolerance import BUDGET, STEP_CASES, seeds_epochs_flag  # benchmarks/, this script's folder
+from adaptive_tolerance import BUDGET, STEP_CASES, seeds_epochs_flag, step_cases  # benchmarks/, this script's folder
 
 
 class RecordingCandidates(AdaptiveDBanditSchedule):
@@ -71,9 +73,9 @@ class RecordingCandidates(AdaptiveDBanditSchedule):
         return {**row, "candidates_by_d": candidates, "optimum_z": z}
 
 
-def main(seeds: range, epochs: int, time_varying: bool = True) -> None:
+def main(seeds: range, epochs: int, time_varying: bool = True, cases: Sequence[str] = STEP_CASES) -> None:
     jobs = []
-    for name in STEP_CASES:
+    for name in cases:
         case = dataclasses.replace(CASES[name], epochs=epochs)
         factory = ScheduleFactory.of(RecordingCandidates, 10, window=case.window, optimum=case.optimum,
                                      time_varying=time_varying, **BUDGET)
@@ -98,4 +100,6 @@ def main(seeds: range, epochs: int, time_varying: bool = True) -> None:
 
 if __name__ == "__main__":
     seeds, epochs, time_invariant = seeds_epochs_flag(sys.argv[1:], "--time-invariant", "4:12")
-    main(seeds, epochs, time_varying=not time_invariant)
+    positional = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(seeds, epochs, time_varying=not time_invariant,
+         cases=step_cases(positional[2] if len(positional) > 2 else None))

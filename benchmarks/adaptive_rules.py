@@ -54,9 +54,8 @@ from tvolib.bandit.acquisition import GPUCB, PaddedArms, maximize_ucb
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.model import BanditGP
 from tvolib.bandit.scheduler import GPBanditSchedule
-from tvolib.bandit.testbed import CASES
 
-from adaptive_tolerance import STEP_CASES, compare, seed_range  # benchmarks/, this script's folder
+from adaptive_tolerance import STEP_CASES, compare, seed_range, step_cases  # benchmarks/, this script's folder
 
 
 def difference_posterior(gp: BanditGP, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
@@ -183,9 +182,5 @@ if __name__ == "__main__":
     unknown = [r for r in chosen if r not in RULES]
     if unknown:
         sys.exit(f"unknown rule(s) {unknown}; accepted: {', '.join(RULES)}")
-    names = sys.argv[4].split(",") if len(sys.argv) > 4 else list(STEP_CASES)
-    step_cases = [n for n, c in CASES.items() if c.metric == "step"]
-    if [n for n in names if n not in step_cases]:
-        sys.exit(f"unknown case(s) {[n for n in names if n not in step_cases]}; accepted: {', '.join(step_cases)}")
     main(chosen, seed_range(sys.argv[2] if len(sys.argv) > 2 else "4"), int(sys.argv[3]) if len(sys.argv) > 3 else None,
-         names)
+         step_cases(sys.argv[4] if len(sys.argv) > 4 else None))

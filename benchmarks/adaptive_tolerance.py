@@ -70,6 +70,17 @@ def seed_range(text: str) -> range:
     return range(*[int(v) for v in text.split(":")]) if ":" in text else range(int(text))
 
 
+def step_cases(text: str | None) -> list[str]:
+    """A command line's comma-separated step cases of :mod:`tvolib.bandit.testbed` (``None``: the
+    two of :data:`STEP_CASES`); exits naming an unknown one and the accepted ones."""
+    names = list(STEP_CASES) if text is None else text.split(",")
+    accepted = [name for name, case in CASES.items() if case.metric == "step"]
+    unknown = [name for name in names if name not in accepted]
+    if unknown:
+        sys.exit(f"unknown case(s) {unknown}; accepted: {', '.join(accepted)}")
+    return names
+
+
 def seeds_epochs_flag(argv: list[str], flag: str, seeds: str, epochs: int = 480) -> tuple[range, int, bool]:
     """``[seeds] [epochs] [flag]`` of a benchmark's command line: the seed range (default ``seeds``),
     the epochs and whether ``flag`` is given; exits naming an unknown option."""
