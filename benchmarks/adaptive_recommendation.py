@@ -16,7 +16,8 @@ Printed per case and seed, at the last GP round: the recommended ``d``, the ``d`
 the GP rates best, the ``d`` whose ``x_d`` is truly best, ``optimum_z`` (the GP's view of the
 case's optimum against its best candidate, :class:`RecordingCandidates`), the time kernel's fitted
 ``omega`` (median of the last 20 GP rounds; the step cases' optimum does not move, so the truth is
-0) and the true regret
+0; the GP's time is normalised over its history, so ``omega`` is the forgetting over the whole
+history), the oldest round's correlation with the next, ``sqrt(1 - omega)``, and the true regret
 ``1 - f`` of every ``x_d`` (``d`` = 2 to 10). The runs are those of
 ``benchmarks/adaptive_rules.py thompson`` (same seeds, budget and noise), so the recommendations
 match its table.
@@ -32,6 +33,7 @@ the bandit's GP no time kernel (``time_varying=False``): the step cases' optimum
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import sys
 from collections.abc import Sequence
@@ -83,8 +85,8 @@ def main(seeds: range, epochs: int, time_varying: bool = True, cases: Sequence[s
                                      time_varying=time_varying, **BUDGET)
         jobs += [(case, factory, seed) for seed in seeds]
     results = run_cases(jobs, max_workers=2)
-    print("| case | seed | recommended d | GP's best d | truly best d | optimum_z | omega | true regret of x_d, d = 2..10 |\n"
-          "|---|---|---|---|---|---|---|---|")
+    print("| case | seed | recommended d | GP's best d | truly best d | optimum_z | omega | oldest corr | true regret of x_d, d = 2..10 |\n"
+          "|---|---|---|---|---|---|---|---|---|")
     right: dict[str, list[tuple[int, int]]] = {}
     for (case, _, seed), result in zip(jobs, results):
         row = [r for r in result.history if r.get("recommended_d") is not None][-1]
@@ -96,7 +98,7 @@ def main(seeds: range, epochs: int, time_varying: bool = True, cases: Sequence[s
         fitted = [r["omega"] for r in result.history if r.get("lengthscale") is not None]
         omega = statistics.median(fitted[-20:])  # the time kernel's fit over the last 20 GP rounds
         print(f"| {case.name} | {seed} | {row['recommended_d']} | {gp_best} | {true_best} | {row['optimum_z']:+.2f} | "
-              f"{omega:.2f} | "
+              f"{omega:.2f} | {math.sqrt(1.0 - omega):.2f} | "
               f"{' '.join(f'{regret[d]:.2f}' for d in ds)} |", flush=True)
     for name, pairs in right.items():
         print(f"{name}: the recommended d is the truly best candidate's on {sum(r == t for r, t in pairs)} "
