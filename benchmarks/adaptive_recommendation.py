@@ -22,13 +22,16 @@ history), the oldest round's correlation with the next, ``sqrt(1 - omega)``, and
 ``benchmarks/adaptive_rules.py thompson`` (same seeds, budget and noise), so the recommendations
 match its table.
 
-    .venv/bin/python benchmarks/adaptive_recommendation.py [seeds] [epochs] [cases] [--time-invariant]
+    .venv/bin/python benchmarks/adaptive_recommendation.py [seeds] [epochs] [cases] [--time-invariant] [--d-min=N]
 
 (480 epochs: 16 minutes for 8 seeds on 2 cores; ``cases``, step cases separated by commas, defaults
 to ``d3-step-mild,d10-step-mild``)
 
 e.g. ``benchmarks/adaptive_recommendation.py 4:12 480`` (the defaults). ``--time-invariant`` gives
 the bandit's GP no time kernel (``time_varying=False``): the step cases' optimum does not move.
+``--d-min=N`` lets the bandit choose ``d`` in ``[N, 10]`` only, with the default's random rounds
+(those of ``d_min = 2``), so every GP round trains a schedule of ``N`` or more points: whether
+rounds spread over every ``d`` are what keeps the large ``d``'s candidates from the optimum.
 """
 from __future__ import annotations
 
@@ -44,9 +47,13 @@ from torch import Tensor
 
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.model import BanditGP
+from tvolib.bandit.protocol import DEFAULT_PROTOCOL, size_defaults
 from tvolib.bandit.testbed import CASES, ScheduleFactory, arm_value, run_cases
 
 from adaptive_tolerance import BUDGET, STEP_CASES, seeds_epochs_flag, step_cases  # benchmarks/, this script's folder
+
+
+N_INIT = size_defaults(DEFAULT_PROTOCOL, 2 + 3)[0]  # the library's random rounds at d_min = 2, for every --d-min
 
 
 class RecordingCandidates(AdaptiveDBanditSchedule):
@@ -77,15 +84,16 @@ class RecordingCandidates(AdaptiveDBanditSchedule):
         return {**row, "candidates_by_d": candidates, "optimum_z": z}
 
 
-def main(seeds: range, epochs: int, time_varying: bool = True, cases: Sequence[str] = STEP_CASES) -> None:
+def main(seeds: range, epochs: int, time_varying: bool = True, cases: Sequence[str] = STEP_CASES,
+         d_min: int = 2) -> None:
     jobs = []
     for name in cases:
         case = dataclasses.replace(CASES[name], epochs=epochs)
         factory = ScheduleFactory.of(RecordingCandidates, 10, window=case.window, optimum=case.optimum,
-                                     time_varying=time_varying, **BUDGET)
+                                     time_varying=time_varying, d_min=d_min, n_init=N_INIT, **BUDGET)
         jobs += [(case, factory, seed) for seed in seeds]
     results = run_cases(jobs, max_workers=2)
-    print("| case | seed | recommended d | GP's best d | truly best d | optimum_z | omega | oldest corr | true regret of x_d, d = 2..10 |\n"
+    print(f"| case | seed | recommended d | GP's best d | truly best d | optimum_z | omega | oldest corr | true regret of x_d, d = {d_min}..10 |\n"
           "|---|---|---|---|---|---|---|---|---|")
     right: dict[str, list[tuple[int, int]]] = {}
     for (case, _, seed), result in zip(jobs, results):
@@ -105,8 +113,20 @@ def main(seeds: range, epochs: int, time_varying: bool = True, cases: Sequence[s
               f"of {len(pairs)} seeds (truly best d, mean {statistics.mean(t for _, t in pairs):.1f})")
 
 
+def d_min_option(argv: list[str]) -> tuple[int, list[str]]:
+    """``--d-min=N`` of the command line (default 2) and the other arguments; exits naming a bad value."""
+    values = [a.split("=", 1)[1] for a in argv if a.startswith("--d-min=")]
+    rest = [a for a in argv if not a.startswith("--d-min=")]
+    if not values:
+        return 2, rest
+    if len(values) > 1 or not values[0].isdigit() or not 2 <= int(values[0]) <= 9:
+        sys.exit(f"--d-min takes one integer in [2, 9] (d_max is 10); got {values}")
+    return int(values[0]), rest
+
+
 if __name__ == "__main__":
-    seeds, epochs, time_invariant = seeds_epochs_flag(sys.argv[1:], "--time-invariant", "4:12")
-    positional = [a for a in sys.argv[1:] if not a.startswith("--")]
+    d_min, argv = d_min_option(sys.argv[1:])
+    seeds, epochs, time_invariant = seeds_epochs_flag(argv, "--time-invariant", "4:12")
+    positional = [a for a in argv if not a.startswith("--")]
     main(seeds, epochs, time_varying=not time_invariant,
-         cases=step_cases(positional[2] if len(positional) > 2 else None))
+         cases=step_cases(positional[2] if len(positional) > 2 else None), d_min=d_min)
