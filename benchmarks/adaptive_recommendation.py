@@ -18,7 +18,7 @@ case's optimum against its best candidate, :class:`RecordingCandidates`), the ti
 ``omega`` (median of the last 20 GP rounds; the step cases' optimum does not move, so the truth is
 0; the GP's time is normalised over its history, so ``omega`` is the forgetting over the whole
 history), the oldest round's correlation with the next, ``sqrt(1 - omega)``, and the true regret
-``1 - f`` of every ``x_d`` (``d`` = 2 to 10). The runs are those of
+``1 - f`` of every ``x_d`` (``d`` = 2, or ``--d-min``, to 10). The runs are those of
 ``benchmarks/adaptive_rules.py thompson`` (same seeds, budget and noise), so the recommendations
 match its table.
 
