@@ -12,7 +12,9 @@ of every ``x_d`` is known, so one can tell apart the ways the recommendation can
 * the search: it misses the posterior mean's peak (the GP would rate the optimum higher than the
   candidates it found).
 
-Printed per case and seed, at the last GP round: the recommended ``d``, the ``d`` whose ``x_d``
+Printed per case and seed, at the last GP round: the recommended ``d``, the ``d`` of a rule tried
+in its place (``nested d``, :meth:`RecordingCandidates._nested`: backward elimination of points
+from the best candidate, under the same one-standard-deviation tolerance), the ``d`` whose ``x_d``
 the GP rates best, the ``d`` whose ``x_d`` is truly best, ``optimum_z`` (the GP's view of the
 case's optimum against its best candidate, :class:`RecordingCandidates`), the time kernel's fitted
 ``omega`` (median of the last 20 GP rounds; the step cases' optimum does not move, so the truth is
@@ -61,7 +63,8 @@ class RecordingCandidates(AdaptiveDBanditSchedule):
     (``candidates_by_d``, beta units) of each GP round's recommendation, and how the GP rates the
     case's ``optimum`` (interior points) against the best of them: ``optimum_z``, the posterior
     mean of ``f(optimum) - f(x*)`` over its standard deviation. Positive: the GP rates the optimum
-    higher, so its search missed it; negative: the GP itself prefers ``x*``. Same draws, same arms.
+    higher, so its search missed it; negative: the GP itself prefers ``x*``. It also keeps the arm
+    of the rule tried in the library's place (``nested_arm``, :meth:`_nested`). Same draws, same arms.
     """
 
     def __init__(self, d_max: int, *, optimum: tuple[float, ...], **options: Any) -> None:
@@ -81,7 +84,28 @@ class RecordingCandidates(AdaptiveDBanditSchedule):
         mean, cov = self._joint_posterior(gp, [optimum, best])
         z = float((mean[0] - mean[1]) / (cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]).clamp_min(1e-12).sqrt())
         candidates = {d: (self.lo + (self.hi - self.lo) * x.cpu()).tolist() for d, x in self._candidates.items()}
-        return {**row, "candidates_by_d": candidates, "optimum_z": z}
+        nested = self._nested(gp, self._candidates[ds[max(range(len(ds)), key=lambda k: row["mean_by_d"][k]
+                                                                   - row["sd_by_d"][k])]])
+        return {**row, "candidates_by_d": candidates, "optimum_z": z,
+                "nested_arm": (self.lo + (self.hi - self.lo) * nested.cpu()).tolist()}
+
+    def _nested(self, gp: BanditGP, top: Tensor) -> Tensor:
+        """The rule tried in place of the library's, backward elimination from the best candidate
+        ``top`` (the highest lower bound): drop the point whose loss the posterior mean rates least,
+        again and again, and keep the fewest points whose lower bound is not one standard deviation
+        of the difference from ``top`` below ``top``'s (stopping at the first that is)."""
+        chain = [top]
+        while chain[-1].numel() > self.d_min - 1:
+            x = chain[-1]
+            drops = [torch.cat([x[:j], x[j + 1:]]) for j in range(x.numel())]
+            chain.append(drops[int(torch.argmax(self._joint_posterior(gp, drops)[0]))])
+        mean, cov = self._joint_posterior(gp, chain)
+        lower = mean - cov.diagonal().clamp_min(0.0).sqrt()
+        gap_sd = (cov[0, 0] + cov.diagonal() - 2 * cov[0]).clamp_min(0.0).sqrt()
+        k = 0
+        while k + 1 < len(chain) and float(lower[k + 1]) >= float(lower[0]) - float(gap_sd[k + 1]):
+            k += 1
+        return chain[k]
 
 
 def main(seeds: range, epochs: int, time_varying: bool = True, cases: Sequence[str] = STEP_CASES,
@@ -93,9 +117,10 @@ def main(seeds: range, epochs: int, time_varying: bool = True, cases: Sequence[s
                                      time_varying=time_varying, d_min=d_min, n_init=N_INIT, **BUDGET)
         jobs += [(case, factory, seed) for seed in seeds]
     results = run_cases(jobs, max_workers=2)
-    print(f"| case | seed | recommended d | GP's best d | truly best d | optimum_z | omega | oldest corr | true regret of x_d, d = {d_min}..10 |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+    print(f"| case | seed | recommended d | nested d | GP's best d | truly best d | optimum_z | omega | oldest corr | "
+          f"true regret of x_d, d = {d_min}..10 |\n|---|---|---|---|---|---|---|---|---|---|")
     right: dict[str, list[tuple[int, int]]] = {}
+    nested: dict[str, list[int]] = {}
     for (case, _, seed), result in zip(jobs, results):
         row = [r for r in result.history if r.get("recommended_d") is not None][-1]
         regret = {int(d): 1.0 - arm_value(case, arm, 1.0) for d, arm in row["candidates_by_d"].items()}
@@ -103,14 +128,16 @@ def main(seeds: range, epochs: int, time_varying: bool = True, cases: Sequence[s
         gp_best = ds[max(range(len(ds)), key=row["mean_by_d"].__getitem__)]
         true_best = min(ds, key=lambda d: (round(regret[d], 2), d))  # ties (to 0.01) to the fewer points
         right.setdefault(case.name, []).append((row["recommended_d"], true_best))
+        nested.setdefault(case.name, []).append(len(row["nested_arm"]) + 1)
         fitted = [r["omega"] for r in result.history if r.get("lengthscale") is not None]
         omega = statistics.median(fitted[-20:])  # the time kernel's fit over the last 20 GP rounds
-        print(f"| {case.name} | {seed} | {row['recommended_d']} | {gp_best} | {true_best} | {row['optimum_z']:+.2f} | "
+        print(f"| {case.name} | {seed} | {row['recommended_d']} | {len(row['nested_arm']) + 1} | {gp_best} | {true_best} | {row['optimum_z']:+.2f} | "
               f"{omega:.2f} | {math.sqrt(1.0 - omega):.2f} | "
               f"{' '.join(f'{regret[d]:.2f}' for d in ds)} |", flush=True)
     for name, pairs in right.items():
         print(f"{name}: the recommended d is the truly best candidate's on {sum(r == t for r, t in pairs)} "
-              f"of {len(pairs)} seeds (truly best d, mean {statistics.mean(t for _, t in pairs):.1f})")
+              f"of {len(pairs)} seeds (truly best d, mean {statistics.mean(t for _, t in pairs):.1f}); "
+              f"recommended d {[r for r, _ in pairs]}, nested {nested[name]}")
 
 
 def d_min_option(argv: list[str]) -> tuple[int, list[str]]:
