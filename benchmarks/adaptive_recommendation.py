@@ -13,8 +13,9 @@ of every ``x_d`` is known, so one can tell apart the ways the recommendation can
   candidates it found).
 
 Printed per case and seed, at the last GP round: the recommended ``d``, the ``d`` of a rule tried
-in its place (``nested d``, :meth:`RecordingCandidates._nested`: backward elimination of points
-from the best candidate, under the same one-standard-deviation tolerance), the ``d`` whose ``x_d``
+in its place and its arm's true regret (``nested d``, :meth:`RecordingCandidates._nested`: backward
+elimination of points from the best candidate, under the same one-standard-deviation tolerance),
+the ``d`` whose ``x_d``
 the GP rates best, the ``d`` whose ``x_d`` is truly best, ``optimum_z`` (the GP's view of the
 case's optimum against its best candidate, :class:`RecordingCandidates`), the time kernel's fitted
 ``omega`` (median of the last 20 GP rounds; the step cases' optimum does not move, so the truth is
@@ -131,7 +132,8 @@ def main(seeds: range, epochs: int, time_varying: bool = True, cases: Sequence[s
         nested.setdefault(case.name, []).append(len(row["nested_arm"]) + 1)
         fitted = [r["omega"] for r in result.history if r.get("lengthscale") is not None]
         omega = statistics.median(fitted[-20:])  # the time kernel's fit over the last 20 GP rounds
-        print(f"| {case.name} | {seed} | {row['recommended_d']} | {len(row['nested_arm']) + 1} | {gp_best} | {true_best} | {row['optimum_z']:+.2f} | "
+        nested_regret = 1.0 - arm_value(case, row["nested_arm"], 1.0)
+        print(f"| {case.name} | {seed} | {row['recommended_d']} | {len(row['nested_arm']) + 1} ({nested_regret:.2f}) | {gp_best} | {true_best} | {row['optimum_z']:+.2f} | "
               f"{omega:.2f} | {math.sqrt(1.0 - omega):.2f} | "
               f"{' '.join(f'{regret[d]:.2f}' for d in ds)} |", flush=True)
     for name, pairs in right.items():
