@@ -15,8 +15,7 @@ of every ``x_d`` is known, so one can tell apart the ways the recommendation can
 Printed per case and seed, at the last GP round: the recommended ``d``, the ``d`` of a rule tried
 in its place and its arm's true regret (``nested d``, :meth:`RecordingCandidates._nested`: backward
 elimination of points from the best candidate, under the same one-standard-deviation tolerance),
-the ``d`` whose ``x_d``
-the GP rates best, the ``d`` whose ``x_d`` is truly best, ``optimum_z`` (the GP's view of the
+the ``d`` whose ``x_d`` the GP rates best, the ``d`` whose ``x_d`` is truly best, ``optimum_z`` (the GP's view of the
 case's optimum against its best candidate, :class:`RecordingCandidates`), the time kernel's fitted
 ``omega`` (median of the last 20 GP rounds; the step cases' optimum does not move, so the truth is
 0; the GP's time is normalised over its history, so ``omega`` is the forgetting over the whole
