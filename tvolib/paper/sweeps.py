@@ -453,7 +453,6 @@ def planned_rounds(config: Any) -> tuple[int, int]:
     return rounds, 0 if n_init is None else max(0, rounds - n_init)
 
 
-#: Every figure/table in notebook order, by stem.
 def fig12_bandit_testbed(profile: Profile | str) -> list[Any]:
     """The bandit's test bed (not in the paper): no training run. Synthetic runs with known optima,
     :func:`tvolib.paper.testbed.testbed_frame` at the profile's :class:`TestbedScale`."""
@@ -482,6 +481,7 @@ def fig13_adaptive_d(profile: Profile | str) -> list[Any]:
     return fixed + [adaptive_d_config(p, dataset, seed) for dataset in VAE_DATASETS for seed in p.seeds]
 
 
+#: Every figure/table in notebook order, by stem.
 FIGURES: dict[str, Callable[[Profile | str], list[Any]]] = {
     "fig1_tvo_integrand": fig1_tvo_integrand,
     "fig2_reward_surface": fig2_reward_surface,
