@@ -89,7 +89,7 @@ def test_a_spatial_kernel_without_features_is_refused() -> None:
     from gpytorch.kernels import MaternKernel, RBFKernel
 
     for kernel in (MaternKernel(), RBFKernel()):
-        with pytest.raises(ValueError, match="RBFKernel with features"):
+        with pytest.raises(ValueError, match="RBFKernel with a features"):
             BanditGP(3, spatial=kernel)
 
 

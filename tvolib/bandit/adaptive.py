@@ -203,10 +203,9 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
     """
 
     #: Version of this class's choices beyond the bandit family's (part of its runs' digests only):
-    #: 6, the step functions' distance in closed form (:mod:`tvolib.bandit.embedding`); 5, noise up
-    #: to :data:`NOISE_UPPER`, recommendation by lower bounds; 4, each ``d`` searched on its own; 3,
-    #: a recommendation recorded; 2, Thompson sampling of ``d`` (1: the margin rule).
-    D_CHOICE_REVISION = 6
+    #: 5, noise up to :data:`NOISE_UPPER`, recommendation by lower bounds; 4, each ``d`` searched on
+    #: its own; 3, a recommendation recorded; 2, Thompson sampling of ``d`` (1: the margin rule).
+    D_CHOICE_REVISION = 5
 
     def __init__(self, d_max: int, *, d_min: int = 2, d_choice: str = "thompson", d_tolerance: float = 0.2,
                  n_init: int | None = None, max_observations: int | None = None, **options: Any) -> None:

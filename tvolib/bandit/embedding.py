@@ -1,4 +1,4 @@
-"""Schedules of any length compared by their left-Riemann step functions, in closed form.
+"""Schedules of any length as one vector: the left-Riemann step function on a fixed grid.
 
 A schedule ``0 = b_0 < b_1 < ... < b_{d-1} < 1`` enters the TVO only through its left Riemann
 sum (Eq. 5), and that sum is an integral of the integrand ``f`` (Eq. 4) composed with the
@@ -13,32 +13,16 @@ neighbour (an interval of width zero) leaves it unchanged: a ``d = 5`` arm whose
 ``[0.05, 0.0501, 0.0502, 0.95]``, is (up to the 1e-4 gaps) the ``d = 3`` schedule
 ``[0, 0.05, 0.95]``, and their step functions agree.
 
-The distance is the L2 distance of the step functions, in closed form. Written as a sum of steps
-of height ``h_j = b_j - b_{j-1}`` at ``b_j``, ``s_b(u) = sum_j h_j 1[u >= b_j]``, so
+The embedding evaluates a smoothed step function at ``G`` grid midpoints ``u_g = (g - 1/2) / G``:
 
-    <s_b, s_c> = int s_b(u) s_c(u) du = sum_{j,k} h_j h'_k (1 - max(b_j, c_k)),
-    D(b, c)^2 = ||s_b - s_c||^2 = <s_b, s_b> + <s_c, s_c> - 2 <s_b, s_c>,
+    phi(b)_g = s~_b(u_g) / sqrt(G),
+    s~_b(u) = sum_{j=1}^{d-1} (b_j - b_{j-1}) sigma((u - b_j) / tau),
 
-``O(m m')`` per pair of arms of ``m`` and ``m'`` points (:func:`step_square_distance`). Each step
-is smoothed into a normal CDF of width ``tau`` (:data:`STEP_WIDTH`, 0.001),
-``s~_b(u) = sum_j h_j Phi((u - b_j) / tau)``, whose inner product is the same sum with ``max``
-replaced by its expectation under independent ``N(0, tau^2)`` shifts of the two points, also in
-closed form (:func:`_smooth_max`). So ``D^2`` is a squared distance of functions on ``(-inf, 1]``
-(exactly, while no point lies within a few ``tau`` of 1) and ``exp(-D^2 / (2 l^2))`` is positive
-definite (a squared exponential on a Hilbert space), for arms of any lengths.
-
-Why smooth, and why so little. Without smoothing, ``max`` has a kink wherever a point of one arm
-meets a point of another, and L-BFGS-B needed about six times the acquisition evaluations of the
-earlier version below (one test-bed run, ``d10-step-mild-quiet`` for 100 epochs: 32,000 against
-5,500; 9,500 at ``tau = 0.001``). Smoothing makes ``D^2`` quadratic in a point's shift
-``delta`` below about ``tau`` where the true one is linear (moving a step of height ``h`` by
-``delta`` changes it by ``h^2 |delta|``): at ``tau = 0.001`` a shift of one point by 0.005 comes
-out at 0.77 of the exact ``D^2``, 0.01 at 0.89, 0.04 at 0.97. An earlier version sampled logistic
-steps of width 0.005 on a grid of 100 betas: there shifts of 0.005 to 0.01 per point came out at
-0.21 to 0.39 of the exact ``D^2`` and 0.04 at 0.72, so its GP saw every schedule within about 0.01
-a point of an arm as nearly that arm; on the test bed, what one point of a ten-point schedule is
-worth is a shift of 0.008 in each (``docs/adaptive-d.md``, *Revision 6*). The smoothing's ``tau``
-was set from these two measurements (search cost and distance), before the bandit ran with it.
+so that ``||phi(b) - phi(b')||^2`` is the grid's estimate of ``int_0^1 (s_b(u) - s_b'(u))^2 du``.
+``s~_b`` is ``s_b`` written as a sum of steps of height ``b_j - b_{j-1}`` at ``b_j``, each step a
+logistic ``sigma`` of width ``tau`` (half a grid cell by default): the embedding is then
+differentiable in the points, which the acquisition's L-BFGS-B needs (the exact step function is
+piecewise constant in ``b`` and has no gradient). Repeated points add steps of height 0.
 
 Why this distance: for any integrand ``f`` with Lipschitz constant ``K``,
 
@@ -47,22 +31,17 @@ Why this distance: for any integrand ``f`` with Lipschitz constant ``K``,
 so schedules whose step functions are close have close left sums whatever the integrand, which
 changes through training and from model to model. (A warp of the betas that follows the
 integrand's shape would tighten the bound for one integrand; none is known in advance.) Every
-step function lies in a ball of radius ``(int_0^1 u^2 du)^(1/2) = 0.58`` about 0.
+embedding lies in a set of diameter at most ``(int_0^1 u^2 du)^(1/2) = 0.58``.
 
 :func:`pad_arm` writes an arm of any length as ``n`` points by repeating its largest point, which
-adds intervals of width zero and leaves ``s_b`` unchanged: a GP over padded arms
+adds intervals of width zero and leaves ``phi`` unchanged: a GP over padded arms
 (:class:`~tvolib.bandit.kernels.StepFunctionKernel`) sees every length through one input.
 
 Example:
-    >>> corner = torch.tensor([[0.05, 0.0501, 0.0502, 0.95]], dtype=torch.float64)
-    >>> three = torch.tensor([[0.05, 0.95, 0.95, 0.95]], dtype=torch.float64)
-    >>> float(step_square_distance(corner, three).sqrt()) < 0.01
+    >>> corner = step_embedding(torch.tensor([0.05, 0.0501, 0.0502, 0.95]))
+    >>> three = step_embedding(torch.tensor([0.05, 0.95]))
+    >>> float((corner - three).norm()) < 0.01
     True
-    >>> one, other = torch.tensor([[0.5]]), torch.tensor([[0.6]])
-    >>> round(float(step_square_distance(one, other, tau=0)), 6)  # exact: 0.5^2 0.1 + 0.1^2 0.4
-    0.029
-    >>> round(float(step_square_distance(one, other)), 4)  # smoothed steps
-    0.0287
     >>> pad_arm([0.4, 0.1], 4)
     [0.1, 0.4, 0.4, 0.4]
 """
@@ -74,59 +53,41 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["STEP_WIDTH", "pad_arm", "step_inner", "step_square_distance"]
+__all__ = ["GRID_SIZE", "STEP_WIDTH", "pad_arm", "step_embedding", "step_grid"]
+
+#: Grid points ``G`` of the embedding (a resolution of 0.01 in beta).
+GRID_SIZE = 100
+#: Width ``tau`` of each smoothed step, in grid cells.
+STEP_WIDTH = 0.5
 
 
-#: Width ``tau`` of each smoothed step, in beta units (module docstring).
-STEP_WIDTH = 1e-3
+def step_grid(size: int = GRID_SIZE, *, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
+              ) -> Tensor:
+    """The grid midpoints ``u_g = (g - 1/2) / G``, ``(G,)``."""
+    if size < 1:
+        raise ValueError(f"the step grid needs at least one point; got {size}")
+    return (torch.arange(size, dtype=dtype, device=device) + 0.5) / size
 
 
-def _heights(b: Tensor) -> Tensor:
-    """The step heights ``h_j = b_j - b_{j-1}`` (``b_0 = 0``) of sorted points ``(..., m)``."""
-    return torch.diff(b, dim=-1, prepend=torch.zeros_like(b[..., :1]))
-
-
-def _smooth_max(a: Tensor, c: Tensor, tau: float) -> Tensor:
-    """``E max(a + tau e, c + tau e')`` for independent standard normals ``e, e'``:
-    ``(a + c) / 2 + E|m + sigma Z| / 2`` with ``m = a - c``, ``sigma = sqrt(2) tau`` and
-    ``E|m + sigma Z| = m (2 Phi(m / sigma) - 1) + 2 sigma phi(m / sigma)``."""
-    sigma = math.sqrt(2.0) * tau
-    m = a - c
-    z = m / sigma
-    mean_abs = m * (2 * torch.special.ndtr(z) - 1) + 2 * sigma * torch.exp(-0.5 * z.square()) / math.sqrt(2 * math.pi)
-    return 0.5 * (a + c + mean_abs)
-
-
-def step_inner(b1: Tensor, b2: Tensor, *, tau: float = STEP_WIDTH) -> Tensor:
-    """``<s~_b, s~_c>`` (module docstring) of every pair of rows of ``b1`` ``(..., N, m)`` and ``b2``
-    ``(..., M, m')``: sorted interior points in beta units (``b_0 = 0`` implied; repeated points
-    allowed); ``tau = 0`` gives the exact step functions' ``<s_b, s_c>``. Returns ``(..., N, M)``."""
-    h1, h2 = _heights(b1), _heights(b2)
-    a, c = b1[..., :, None, :, None], b2[..., None, :, None, :]
-    tail = 1.0 - (torch.maximum(a, c) if tau == 0 else _smooth_max(a, c, tau))  # (..., N, M, m, m')
-    return torch.einsum("...nj,...mk,...nmjk->...nm", h1, h2, tail)
-
-
-def _self_inner(b: Tensor, tau: float) -> Tensor:
-    """``<s~_b, s~_b>`` of every row of ``b`` ``(..., N, m)``: ``(..., N)``."""
-    return step_inner(b.unsqueeze(-2), b.unsqueeze(-2), tau=tau)[..., 0, 0]
-
-
-def step_square_distance(b1: Tensor, b2: Tensor, *, tau: float = STEP_WIDTH) -> Tensor:
-    """``D(b, c)^2 = ||s~_b - s~_c||^2`` (module docstring) of every pair of rows of ``b1`` ``(...,
-    N, m)`` and ``b2`` ``(..., M, m')``.
+def step_embedding(points: Tensor, *, grid: Tensor | None = None, width: float = STEP_WIDTH) -> Tensor:
+    """``phi(b)`` (module docstring) of the interior points ``points`` ``(..., m)``, any order.
 
     Args:
-        b1, b2: interior points in beta units, each row *sorted* ascending (``b_0 = 0`` implied;
-            repeated points allowed: they add intervals of width zero).
-        tau: the steps' width (``0``: the exact step functions, not differentiable where a point
-            of one arm equals one of the other).
+        points: interior points ``b_1..b_{d-1}`` in beta units (``b_0 = 0`` is implied), in any
+            order; repeated points are allowed (they add intervals of width zero).
+        grid: the grid ``(G,)`` (default :func:`step_grid`).
+        width: the steps' logistic width in grid cells.
 
     Returns:
-        ``(..., N, M)``, at least 0, differentiable in the points.
+        ``(..., G)``, differentiable in ``points``.
     """
-    cross = step_inner(b1, b2, tau=tau)
-    return (_self_inner(b1, tau)[..., :, None] + _self_inner(b2, tau)[..., None, :] - 2 * cross).clamp_min(0.0)
+    grid = step_grid(dtype=points.dtype, device=points.device) if grid is None else grid
+    tau = width / grid.shape[-1]
+    b = torch.sort(points, dim=-1).values
+    rise = torch.diff(b, dim=-1, prepend=torch.zeros_like(b[..., :1]))  # b_j - b_{j-1}, b_0 = 0
+    steps = torch.sigmoid((grid.unsqueeze(-2) - b.unsqueeze(-1)) / tau)  # (..., m, G)
+    s = (rise.unsqueeze(-1) * steps).sum(-2)
+    return s / math.sqrt(grid.shape[-1])
 
 
 def pad_arm(arm: Sequence[float] | Tensor, n: int) -> list[float]:

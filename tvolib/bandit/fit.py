@@ -156,7 +156,7 @@ def _batched_objective(gp: BanditGP, hps: list[Hyperparameters]) -> Tensor:
     X, y = gp._require_data()
     n, n_arm = y.shape[0], gp.n_arm
     arms = gp.spatial.features(X[:, :n_arm])
-    sq = gp.spatial.square_distance(arms, arms)
+    sq = torch.cdist(arms, arms).square()
     dt = (X[:, n_arm:] - X[:, n_arm:].T).abs()
     ls, rho, noise = (torch.tensor([getattr(h, k) for h in hps], dtype=X.dtype, device=X.device)
                       for k in ("lengthscale", "rho", "noise"))

@@ -10,13 +10,9 @@
   ``exp(-||b - b'||^2 / (2 l^2))`` (Appendix B) applied to the *sorted* arm, the projection
   ``Phi`` of Section 4.2, which makes it invariant to permutations of the arm. ``sort=False`` gives
   the unsorted ablation (Appendix D.4).
-* :class:`StepFunctionKernel` is the squared-exponential of the step functions' exact L2 distance
-  (:mod:`tvolib.bandit.embedding`): one kernel for arms of any length (padded by repeating their
+* :class:`StepFunctionKernel` is the same squared-exponential on the step-function embedding of
+  :mod:`tvolib.bandit.embedding`: one kernel for arms of any length (padded by repeating their
   largest point), used by :class:`~tvolib.bandit.adaptive.AdaptiveDBanditSchedule`.
-
-Both arm kernels map an arm to ``features`` once (sorted, scaled) and compare features by
-``square_distance``; ``covar_features`` is the kernel on features, which
-:class:`~tvolib.bandit.model.BanditGP` calls directly.
 
 The GP input is ``x = [normalised arm (n_arm columns), normalised time (1 column)]``;
 :class:`tvolib.bandit.model.BanditGP` gives each kernel its columns.
@@ -31,7 +27,7 @@ from gpytorch.kernels import Kernel, RBFKernel
 from gpytorch.priors import Prior
 from torch import Tensor
 
-from .embedding import step_square_distance
+from .embedding import step_embedding, step_grid
 
 __all__ = ["SortedRBFKernel", "StepFunctionKernel", "TimeDecayKernel", "omega_to_rho", "rho_to_omega"]
 
@@ -152,69 +148,42 @@ class SortedRBFKernel(RBFKernel):
                 x = torch.sort(x, dim=-1).values
         return x
 
-    @staticmethod
-    def square_distance(f1: Tensor, f2: Tensor) -> Tensor:
-        """``||Phi(x) - Phi(x')||^2`` of every pair of rows of features ``(..., N, n)`` and ``(..., M, n)``."""
-        return torch.cdist(f1, f2).square()
-
-    def covar_features(self, f1: Tensor, f2: Tensor) -> Tensor:
-        """The kernel ``(..., N, M)`` on features (GPyTorch's RBF on them)."""
-        return RBFKernel.forward(self, f1, f2)
-
     def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:
         return super().forward(self.features(x1), self.features(x2), diag=diag, **params)
 
 
 
 class StepFunctionKernel(RBFKernel):
-    """Squared-exponential kernel of the step functions' L2 distance: schedules of any length.
+    """Squared-exponential kernel on the step-function embedding of a schedule of any length.
 
-    ``k(b, b') = exp(-D(b, b')^2 / (2 l^2))`` with ``D(b, b')^2 = int (s_b(u) - s_b'(u))^2 du``
-    in closed form, each step smoothed by 0.001 in beta
-    (:func:`~tvolib.bandit.embedding.step_square_distance`): a comparison of the two schedules'
-    left-Riemann step functions, which is all of a schedule the TVO sees. It is positive definite
-    for any arms (a squared exponential on a space of functions), invariant to
-    permutations of an arm and to repeated points, so arms of ``m <= n`` points padded to ``n``
-    columns by repeating their largest (:func:`~tvolib.bandit.embedding.pad_arm`) are compared as
-    the schedules they are.
+    ``k(b, b') = exp(-||phi(b) - phi(b')||^2 / (2 l^2))`` with ``phi`` of
+    :func:`~tvolib.bandit.embedding.step_embedding`: approximately
+    ``exp(-int_0^1 (s_b(u) - s_b'(u))^2 du / (2 l^2))``, a comparison of the two schedules'
+    left-Riemann step functions, which is all of a schedule the TVO sees. It is
+    positive definite for any arms (an SE kernel of a feature map), invariant to permutations of an
+    arm and to repeated points, so arms of ``m <= n`` points padded to ``n`` columns by repeating
+    their largest (:func:`~tvolib.bandit.embedding.pad_arm`) are compared as the schedules they are.
 
     Args:
         lo, hi: the GP's normalisation of the arm columns: a column value ``x`` is the beta
             ``lo + (hi - lo) x``.
+        grid_size: grid points of the embedding.
         **kwargs: GPyTorch's kernel arguments (``lengthscale_prior`` ...).
-
-    Example:
-        >>> k = StepFunctionKernel(0.0, 1.0).double()
-        >>> x = torch.tensor([[0.5, 0.5], [0.5, 0.6]], dtype=torch.float64)  # [0.5] padded, [0.5, 0.6]
-        >>> k.lengthscale = 0.1
-        >>> round(float(k.forward(x, x)[0, 1]), 3)  # D^2 = 0.1^2 (1 - 0.6) = 0.004: exp(-0.004 / 0.02)
-        0.819
     """
 
     #: Invariant to permutations of an arm (read as :attr:`BanditGP.sort <tvolib.bandit.model.BanditGP.sort>`).
     sort = True
 
-    def __init__(self, lo: float, hi: float, **kwargs) -> None:
+    def __init__(self, lo: float, hi: float, grid_size: int | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         if not 0.0 <= lo < hi <= 1.0:
             raise ValueError(f"the arm columns' range must satisfy 0 <= lo < hi <= 1; got ({lo}, {hi})")
         self.lo, self.hi = float(lo), float(hi)
+        self.register_buffer("grid", step_grid() if grid_size is None else step_grid(grid_size))
 
     def features(self, x: Tensor) -> Tensor:
-        """The sorted points in beta units ``(..., n)`` of normalised arm columns ``(..., n)``."""
-        return torch.sort(self.lo + (self.hi - self.lo) * x, dim=-1).values
-
-    @staticmethod
-    def square_distance(f1: Tensor, f2: Tensor) -> Tensor:
-        """``D^2`` of every pair of rows of features ``(..., N, n)`` and ``(..., M, n)``."""
-        return step_square_distance(f1, f2)
-
-    def covar_features(self, f1: Tensor, f2: Tensor) -> Tensor:
-        """The kernel ``(..., N, M)`` on features."""
-        return torch.exp(-0.5 * self.square_distance(f1, f2) / self.lengthscale.square())
+        """``phi``: the embedding ``(..., G)`` of normalised arm columns ``(..., n)``."""
+        return step_embedding(self.lo + (self.hi - self.lo) * x, grid=self.grid.to(x))
 
     def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:
-        f1, f2 = self.features(x1), self.features(x2)
-        if diag:  # row i against row i
-            return self.covar_features(f1.unsqueeze(-2), f2.unsqueeze(-2))[..., 0, 0]
-        return self.covar_features(f1, f2)
+        return super().forward(self.features(x1), self.features(x2), diag=diag, **params)
