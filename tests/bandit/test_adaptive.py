@@ -66,6 +66,19 @@ def test_the_embedding_sees_a_schedule_not_its_order_ties_or_padding():
         float(step_distance(moved, arm)), rel=0.1)
 
 
+def test_the_embedding_shrinks_small_shifts_as_its_docstring_says():
+    """Moving the point 0.4 of [0.2, 0.4, 0.6] by delta changes the step function by 0.2 on
+    ``[0.4, 0.4 + delta)`` and by delta on ``[0.4 + delta, 0.6)``: exactly
+    ``D^2 = 0.2^2 delta + delta^2 (0.2 - delta)``. The smoothed grid keeps 0.16, 0.31, 0.53 and 0.73
+    of it at 0.005, 0.01, 0.02 and 0.04 (module docstring of ``tvolib.bandit.embedding``)."""
+    arm = torch.tensor([0.2, 0.4, 0.6], dtype=torch.float64)
+    for delta, share in ((0.005, 0.16), (0.01, 0.31), (0.02, 0.53), (0.04, 0.73)):
+        moved = torch.tensor([0.2, 0.4 + delta, 0.6], dtype=torch.float64)
+        exact = 0.2**2 * delta + delta**2 * (0.2 - delta)
+        assert float((step_embedding(moved) - step_embedding(arm)).square().sum()) / exact == pytest.approx(share, abs=0.01)
+        assert float(step_distance(moved, arm)) ** 2 == pytest.approx(exact, rel=0.05)  # the test bed's grid of 1000
+
+
 def test_the_embedding_has_gradients_for_the_acquisition():
     arm = torch.tensor([0.123, 0.456], dtype=torch.float64, requires_grad=True)
     step_embedding(arm).sum().backward()

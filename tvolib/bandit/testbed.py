@@ -42,8 +42,9 @@ functions ``s_b(u) = b_j`` on ``[b_j, b_{j+1})`` (all of a schedule the TVO's le
 
 on the grid ``u_g = (g - 1/2) / 1000`` (beta units). The adaptive bandit's embedding
 (:mod:`tvolib.bandit.embedding`) is the same distance, smoothed and on 100 grid points: these
-cases hand its GP a kernel of the right form (only the length scale is fitted), so they test the
-search and the choice of ``d``, not the surrogate's form. Its ``d`` is the
+cases hand its GP a kernel of the right form (only the length scale is fitted; below shifts of
+a few hundredths a point the embedding's distance is too small, by its docstring's measurements),
+so they test the search and the choice of ``d``, not the surrogate's form. Its ``d`` is the
 optimum's: fewer points cannot make the optimum's step function, more can only by tying points
 (intervals of width zero), which a search must find. The cases ``d3-step-*`` (two interior
 points best), ``d5-step-*`` (four, spread out) and ``d10-step-*`` (nine, spread out) are what
