@@ -31,7 +31,7 @@ the point 0.4 of ``[0.2, 0.4, 0.6]`` by 0.005, 0.01, 0.02 and 0.04 gives 0.16, 0
 of the exact value. The distance in closed form (``<s_b, s_c> = sum_{j,k} h_j h'_k (1 -
 max(b_j, c_k))``, steps smoothed by 0.001) was tried in its place and not adopted: on the test
 bed its GP's candidates came no nearer the optimum, at six times the run time
-(``docs/adaptive-d.md``, *Where the rewards can tell d*).
+(``docs/adaptive-d.md``, *The time kernel where nine points are best*).
 
 Why this distance: for any integrand ``f`` with Lipschitz constant ``K``,
 
