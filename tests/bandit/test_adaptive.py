@@ -75,7 +75,8 @@ def test_the_embedding_shrinks_small_shifts_as_its_docstring_says():
     for delta, share in ((0.005, 0.16), (0.01, 0.31), (0.02, 0.53), (0.04, 0.73)):
         moved = torch.tensor([0.2, 0.4 + delta, 0.6], dtype=torch.float64)
         exact = 0.2**2 * delta + delta**2 * (0.2 - delta)
-        assert float((step_embedding(moved) - step_embedding(arm)).square().sum()) / exact == pytest.approx(share, abs=0.01)
+        grid = float((step_embedding(moved) - step_embedding(arm)).square().sum())
+        assert grid / exact == pytest.approx(share, abs=0.01)
         assert float(step_distance(moved, arm)) ** 2 == pytest.approx(exact, rel=0.05)  # the test bed's grid of 1000
 
 
