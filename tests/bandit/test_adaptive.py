@@ -11,7 +11,7 @@ import torch
 
 from tvolib.bandit import AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule, replay, reward_posterior
 from tvolib.bandit.acquisition import GPUCB, PaddedArms
-from tvolib.bandit.adaptive import RECOMMENDATION_FIELDS
+from tvolib.bandit.adaptive import RECOMMENDATION_FIELDS, RECOMMENDATION_TOLERANCE
 from tvolib.bandit.embedding import pad_arm, step_embedding
 from tvolib.bandit.kernels import StepFunctionKernel
 from tvolib.bandit.model import BanditGP
@@ -208,8 +208,8 @@ def test_every_chosen_schedule_is_valid_and_the_history_records_its_d(d_choice):
 
 def check_recommendation(row: dict, sched: AdaptiveDBanditSchedule) -> None:
     """A GP round's recommendation follows its rule from the recorded means and standard deviations
-    (the smallest d whose lower bound ``mean - sd`` is not one sd of the difference below the
-    highest), and its arm is a valid schedule of that d in the box; a random round recommends
+    (the smallest d whose lower bound ``mean - sd`` is not ``RECOMMENDATION_TOLERANCE`` sd of the
+    difference below the highest), and its arm is a valid schedule of that d in the box; a random round recommends
     nothing."""
     fields = RECOMMENDATION_FIELDS
     if row["source"] == "random":
@@ -220,7 +220,7 @@ def check_recommendation(row: dict, sched: AdaptiveDBanditSchedule) -> None:
     lower = [m - s for m, s in zip(means, sds)]
     top = lower.index(max(lower))
     assert gaps[top] == 0.0
-    within = [k for k, (low, g) in enumerate(zip(lower, gaps)) if low >= max(lower) - g]
+    within = [k for k, (low, g) in enumerate(zip(lower, gaps)) if low >= max(lower) - RECOMMENDATION_TOLERANCE * g]
     assert row["recommended_d"] == sched.d_min + within[0]
     arm = row["recommended_arm"]
     assert len(arm) == row["recommended_d"] - 1
@@ -243,27 +243,54 @@ def test_recommending_leaves_the_arms_trained_as_they_are(monkeypatch):
 
 
 class KeepsTheGP(AdaptiveDBanditSchedule):
-    """The schedule, keeping the GP of its last recommendation."""
+    """The schedule, keeping the GP and the posterior-mean maximisers of its last recommendation."""
 
     def _recommend(self, gp, seed: int) -> dict:
         self.last_gp = gp
         return super()._recommend(gp, seed)
 
+    def _maximise_each(self, gp, kappa: float, seed: int) -> dict:
+        self.last_maximisers = super()._maximise_each(gp, kappa, seed)
+        return self.last_maximisers
+
 
 def test_every_d_of_the_recommendation_is_searched():
     """The rule compares each ``d``'s posterior-mean maximiser, so each is searched on its own: every
-    ``d``'s recorded mean is at least the best of 512 random arms of its domain (a shared budget
+    ``d``'s maximiser's mean is at least the best of 512 random arms of its domain (a shared budget
     left the ``d``'s whose samples started no L-BFGS-B restart at the best of their raw samples)."""
     sched = KeepsTheGP(6, window=2, seed=2, n_init=4, **FAST)
     drive(sched, range(0, 25))
-    row = [r for r in sched.history() if r["recommended_d"] is not None][-1]
     generator = torch.Generator().manual_seed(0)
-    for k, d in enumerate(range(sched.d_min, sched.d_max + 1)):
+    for d in range(sched.d_min, sched.d_max + 1):
         arms = torch.rand(512, d - 1, generator=generator, dtype=torch.float64) * sched._normalised_upper(d)
         with torch.no_grad():
             means = GPUCB(PaddedArms(sched.last_gp, d - 1), 0.0)(
                 torch.cat([arms, torch.ones_like(arms[:, :1])], -1).unsqueeze(-2))
-        assert row["mean_by_d"][k] >= float(means.max()) - 1e-9, (d, row["mean_by_d"][k], float(means.max()))
+        found = sched.last_maximisers[d][1]
+        assert found >= float(means.max()) - 1e-9, (d, found, float(means.max()))
+
+
+def test_each_d_s_candidate_is_the_highest_lower_bound_of_its_maximiser_and_observed_arms():
+    """Each ``d``'s candidate is, of its posterior-mean maximiser and the arms of ``d`` points the GP
+    has observed, the one of the highest lower bound ``m - s``: its recorded lower bound is theirs
+    (to float64 rounding: the same GP at other batches), and the recommended arm is one of them."""
+    sched = KeepsTheGP(6, window=2, seed=2, n_init=4, **FAST)
+    drive(sched, range(0, 25))
+    row = [r for r in sched.history() if r["recommended_d"] is not None][-1]
+    observed = sched._observed_arms(sched.last_maximisers[sched.d_min][0])
+    trained = {tuple(r["arm"]) for r in sched.history()}
+    as_tuples = [tuple((sched.lo + (sched.hi - sched.lo) * x).tolist()) for xs in observed.values() for x in xs]
+    assert len(as_tuples) == len(set(as_tuples)) >= 4
+    assert all(min(max(abs(a - b) for a, b in zip(arm, t)) for t in trained if len(t) == len(arm)) < 1e-12
+               for arm in as_tuples)
+    for k, d in enumerate(range(sched.d_min, sched.d_max + 1)):
+        pool = [*observed.get(d, []), sched.last_maximisers[d][0]]
+        mean, cov = sched._joint_posterior(sched.last_gp, pool)
+        lower = mean - cov.diagonal().clamp_min(0.0).sqrt()
+        assert row["mean_by_d"][k] - row["sd_by_d"][k] == pytest.approx(float(lower.max()), abs=1e-9), d
+        if d == row["recommended_d"]:
+            as_betas = [(sched.lo + (sched.hi - sched.lo) * x).tolist() for x in pool]
+            assert any(arm == pytest.approx(row["recommended_arm"], abs=1e-12) for arm in as_betas)
 
 
 def test_the_last_round_only_schedule_recommends_as_the_schedule_does():
