@@ -20,6 +20,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tvolib import data, paths, runs
+from tvolib.bandit.adaptive import RECOMMENDATION_TOLERANCE
 from tvolib.models.pcfg import load_grammar
 from tvolib.paper import analysis, bandit_analysis, captions, integrand, pcfg_analysis, results, testbed
 from tvolib.paper.names import MODEL_LABELS, TRAINING_PHASES, schedule_label
@@ -361,7 +362,8 @@ def _fig13(inputs: _Inputs) -> FigureResult:
     caption = captions.scale_caption(inputs.profile, extra=(
         f"VAE, S = {config.S}; GP-bandit (adaptive d) chooses d in [2, {config.d}] every window by Thompson "
         "sampling (this package's protocol; one run per seed; dashed: the d it recommends, the smallest whose "
-        "lower bound, mean - sd, is not one posterior sd below the best), the others train at each fixed d (one run per d and seed); GP-bandit: the "
+        f"lower bound, mean - sd, is not {RECOMMENDATION_TOLERANCE:g} posterior sd below the best), the others "
+        "train at each fixed d (one run per d and seed); GP-bandit: the "
         "authors' code's protocol; the table gives each schedule's best d in hindsight and the minutes its grid "
         "over d costs per seed"))
     fig = plot_adaptive_d(summary, band, rounds, dataset_labels=results.dataset_labels(inputs.frame, inputs.data_root),
