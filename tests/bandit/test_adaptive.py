@@ -209,8 +209,8 @@ def test_every_chosen_schedule_is_valid_and_the_history_records_its_d(d_choice):
 def check_recommendation(row: dict, sched: AdaptiveDBanditSchedule) -> None:
     """A GP round's recommendation follows its rule from the recorded means and standard deviations
     (the smallest d whose lower bound ``mean - sd`` is not ``RECOMMENDATION_TOLERANCE`` sd of the
-    difference below the highest), and its arm is a valid schedule of that d in the box; a random round recommends
-    nothing."""
+    difference below the highest), and its arm is a valid schedule of that d in the box; a random
+    round recommends nothing."""
     fields = RECOMMENDATION_FIELDS
     if row["source"] == "random":
         assert all(row[k] is None for k in fields)
