@@ -36,16 +36,18 @@ def test_fixed_schedule_digests_are_unchanged(name, expected):
     assert digest_hash(fixed) == expected
 
 
-@pytest.mark.parametrize("name, expected", [("smoke", "431de16d41453348"), ("quick", "4364dd2699389446"),
-                                            ("paper", "039dbdef634c11c3")])
+@pytest.mark.parametrize("name, expected", [("smoke", "5ea574966fe935f8"), ("quick", "b0fc80e85126e79c"),
+                                            ("paper", "b58f7bfdb06d0657")])
 def test_every_config_digest_is_pinned(name, expected):
     """Every config's digest, bandit runs included (their cache keys carry the bandit's revision, 5
     here, and name the code's protocol, no longer the schedule's default; the GP bandit under this
     package's protocol is a series of Figs 4, 8, 10 and 11). Quick's value includes the bandit
     budget's runs (Fig 11); every profile's, the adaptive-d bandit's runs (Fig 13), whose keys also
-    carry that schedule's revision (5: the noise bound of all the rewards' variance and the
-    recommendation's best by its lower bound; at 4, every d searched on its own, the values were
-    69e40228491ca854, 1dd04d9325308a81 and aec819060427ea6c; at 3, the recorded recommendation,
+    carry that schedule's revision (6: the recommendation's candidates include the observed arms,
+    its tolerance 0.75 sd; at 5, the noise bound of all the rewards' variance and the
+    recommendation's best by its lower bound, the values were 431de16d41453348, 4364dd2699389446
+    and 039dbdef634c11c3; at 4, every d searched on its own, 69e40228491ca854, 1dd04d9325308a81
+    and aec819060427ea6c; at 3, the recorded recommendation,
     4f5fbaec2982d437, 11435dc35045feb7 and bd4ebcf24417703d; at 2, Thompson-sampled d,
     b804e9f152b86699, 2b6e7d5e6f1f3c7e and 0a253270acc45fd4), which renamed them and no other run."""
     assert digest_hash(sweeps.all_configs(name)) == expected
