@@ -157,7 +157,7 @@ from .embedding import pad_arm
 from .fit import fit_map, fit_ml
 from .kernels import StepFunctionKernel
 from .model import BanditGP, training_data
-from .posterior import observations
+from .posterior import observations, observed_rows
 from .protocol import DEFAULT_PROTOCOL, ml_bounds, size_defaults, staggered_upper
 from .scheduler import GPBanditSchedule
 
@@ -376,12 +376,9 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
                 "sd_by_d": sd.tolist(), "gap_sd_by_d": gap_sd.tolist()}
 
     def _observed_arms(self, like: Tensor) -> dict[int, list[Tensor]]:
-        """The distinct arms the GP has observations of (those :func:`~tvolib.bandit.posterior.observations`
-        gives it), by ``d``, in its normalised units, each once, on ``like``'s device and dtype."""
-        arms = [tuple(row["arm"]) for row in self._history
-                if not row.get("skipped") and math.isfinite(float(row["reward"]))]
-        if self.max_observations is not None:
-            arms = arms[-self.max_observations:]
+        """The distinct arms the GP has observations of (:func:`~tvolib.bandit.posterior.observed_rows`),
+        by ``d``, in its normalised units, each once, on ``like``'s device and dtype."""
+        arms = [tuple(row["arm"]) for row in observed_rows(self._history, max_observations=self.max_observations)]
         by_d: dict[int, list[Tensor]] = {}
         for arm in dict.fromkeys(arms):
             by_d.setdefault(len(arm) + 1, []).append(((torch.tensor(arm, dtype=torch.float64) - self.lo)

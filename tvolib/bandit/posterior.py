@@ -20,7 +20,7 @@ from ..checks import check_int
 from .model import BanditGP, Hyperparameters, training_data
 from .state import check_history_sequence, parse_history
 
-__all__ = ["observations", "replay", "reward_posterior"]
+__all__ = ["observations", "observed_rows", "replay", "reward_posterior"]
 
 #: The fields of a GP round that :func:`reward_posterior` rebuilds its GP from.
 _GP_FIELDS = ("lo", "hi", "t_pred", "n_obs", "t_origin", "lengthscale", "rho", "noise", "sort", "time_varying")
@@ -66,32 +66,32 @@ def _optional_int(value: Any) -> int | None:
     return int(value) if _present(value) else None
 
 
+def observed_rows(
+    rows: list[dict[str, Any]], upto_round: int | None = None, max_observations: int | None = None
+) -> list[dict[str, Any]]:
+    """The rows the GP learns from after ``upto_round``: those with ``round <= upto_round`` (all
+    rows when ``None``) whose reward is finite and that were not skipped (non-finite rewards are
+    never given to the GP), only the last ``max_observations`` when a cap is set."""
+    kept = [row for row in rows
+            if (upto_round is None or int(row["round"]) <= upto_round)
+            and not row.get("skipped") and math.isfinite(float(row["reward"]))]
+    return kept if max_observations is None else kept[-max_observations:]
+
+
 def observations(
     rows: list[dict[str, Any]], upto_round: int | None = None, max_observations: int | None = None
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """The GP training set ``(arms (N, n_arm), rounds (N,), rewards (N,))`` after ``upto_round``.
+    """The GP training set ``(arms (N, n_arm), rounds (N,), rewards (N,))`` of :func:`observed_rows`.
 
-    Uses rows with ``round <= upto_round`` (all rows when ``None``) whose reward is finite
-    (non-finite rewards are never given to the GP), keeping only the last ``max_observations``
-    when a cap is set. Arms are in beta units, as recorded (sorted or not, per the schedule).
+    Arms are in beta units, as recorded (sorted or not, per the schedule).
     """
-    arms, rounds, rewards = [], [], []
-    for row in rows:
-        if upto_round is not None and int(row["round"]) > upto_round:
-            continue
-        y = float(row["reward"])
-        if row.get("skipped") or not math.isfinite(y):
-            continue
-        arms.append(_vector(row["arm"]))
-        rounds.append(int(row["round"]))
-        rewards.append(y)
-    if max_observations is not None:
-        arms, rounds, rewards = arms[-max_observations:], rounds[-max_observations:], rewards[-max_observations:]
+    kept = observed_rows(rows, upto_round, max_observations)
+    arms = [_vector(row["arm"]) for row in kept]
     n_arm = len(arms[0]) if arms else 0
     return (
         torch.tensor(arms, dtype=torch.float64).reshape(len(arms), n_arm),
-        torch.tensor(rounds, dtype=torch.float64),
-        torch.tensor(rewards, dtype=torch.float64),
+        torch.tensor([int(row["round"]) for row in kept], dtype=torch.float64),
+        torch.tensor([float(row["reward"]) for row in kept], dtype=torch.float64),
     )
 
 
