@@ -97,18 +97,13 @@ uncertainty, and what is asked is whether ``x_d`` is worse. It compares lower bo
 about passed for its large difference's standard deviation alone (on the test bed, 2 points of
 regret 1.0 where ten are best). For the same reason the observed arms are candidates (revision
 6): the GP knows them best, and a posterior-mean maximiser in nine dimensions is often off its
-data (where nine interior points are best, the quiet test-bed case, the best candidate has ten
-points on 35 of 36 seeds with them, 28 of 36 without, and the recommended arms' regret falls
-from 0.12 to 0.10). The tolerance trades two errors: fewer points than needed where the extra
-point's gain is under ``z`` standard deviations, and more than needed where extra points tie with
-the optimum's (they can, by tying points) and noise favours them. ``z = 1`` finds the right
-``d`` on 10 of 36 seeds where nine interior points are best, ``z = 0.75`` on 22 (where four are
-best 28 and 21, where two are 34 and 33); ``z = 0.75`` was chosen on the quiet
-test-bed cases, seeds 0 to 11 (the value from ``{0, 0.25, 0.5, 0.75, 1, 1.5}`` of the most right
-in its worst case), before seeds 24 to 35 were run (``docs/adaptive-d.md``, *Revision 6*). The
+data. The tolerance trades two errors: fewer points than needed where the extra point's gain is
+under ``z`` standard deviations, and more than needed where extra points tie with the optimum's
+and noise favours them; ``z = 0.75`` was chosen on the quiet test-bed cases, seeds 0 to 11, before
+seeds 24 to 35 were run (``docs/adaptive-d.md``, *Revision 6*, has the counts). The
 recommendation's search is seeded from the round's seed and draws nothing from the schedule's
-generator. It is one search per ``d``: Fig 13's ``quick`` runs took 0.5-0.55 minutes a seed on a
-2-core Intel CPU, the bandits at a fixed ``d`` 0.20-0.30.
+generator. It is one search per ``d``: Fig 13's ``quick`` runs took 0.38-0.45 minutes a seed on
+a 2-core AMD CPU, the bandits at a fixed ``d`` 0.22-0.27.
 
 The random rounds draw ``d`` uniformly from ``[d_min, d_max]``, then an arm from its domain. The
 corner guards are the code's two pseudo-observations, (padded) the schedules ``[0, lo]`` and ``[0,
