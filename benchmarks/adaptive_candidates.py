@@ -29,8 +29,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tvolib.bandit.adaptive import RECOMMENDATION_TOLERANCE, AdaptiveDBanditSchedule
+from tvolib.bandit.acquisition import arm_effect_posterior
+from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.model import BanditGP
+from tvolib.bandit.recommendation import RECOMMENDATION_TOLERANCE, highest_lower_bound, one_standard_error_rule
 from tvolib.bandit.testbed import CASES, ScheduleFactory, arm_value, run_cases
 
 from adaptive_recommendation import N_INIT  # benchmarks/, this script's folder
@@ -58,20 +60,11 @@ class RecordingBothCandidates(AdaptiveDBanditSchedule):
         ds = sorted(self._maximisers)
         alone = [self._maximisers[d][0] for d in ds]
         observed = self._observed_arms(alone[0])
-        pooled = [self._highest_lower_bound(gp, [*observed.get(d, []), x]) for d, x in zip(ds, alone)]
-        mean, cov = self._joint_posterior(gp, alone + pooled)
+        pooled = [highest_lower_bound(gp, [*observed.get(d, []), x]) for d, x in zip(ds, alone)]
+        mean, cov = arm_effect_posterior(gp, alone + pooled)
         arms = [(self.lo + (self.hi - self.lo) * x.cpu()).tolist() for x in alone + pooled]
         return {**row, "both": {"mean": mean.tolist(), "cov": cov.tolist(), "arms": arms,
                                 "library_d": row["recommended_d"]}}
-
-
-def recommend(mean: Tensor, cov: Tensor, z: float) -> tuple[int, int]:
-    """The rule at tolerance ``z`` on candidates of ``d = d_min..``: the indices of the recommended
-    candidate and of the best (the highest lower bound)."""
-    lower = mean - cov.diagonal().clamp_min(0.0).sqrt()
-    top = int(torch.argmax(lower))
-    gap_sd = (cov[top, top] + cov.diagonal() - 2 * cov[top]).clamp_min(0.0).sqrt()
-    return next(i for i in range(len(mean)) if float(lower[i]) >= float(lower[top]) - z * float(gap_sd[i])), top
 
 
 def scores(record: dict[str, Any], case_d: int, regrets: list[float], z: float, which: int
@@ -82,7 +75,8 @@ def scores(record: dict[str, Any], case_d: int, regrets: list[float], z: float, 
     part = slice(which * n, (which + 1) * n)
     mean = torch.tensor(record["mean"][part], dtype=torch.float64)
     cov = torch.tensor(record["cov"], dtype=torch.float64)[part, part]
-    k, top = recommend(mean, cov, z)
+    rule = one_standard_error_rule(mean, cov, z)
+    k, top = rule.index, rule.best
     d_min = case_d_min(record)
     return d_min + k, d_min + k == case_d, d_min + top == case_d, regrets[which * n + k]
 

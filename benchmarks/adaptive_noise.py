@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from tvolib.bandit.acquisition import arm_effect_posterior
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.model import BanditGP
 from tvolib.bandit.protocol import ml_bounds
@@ -52,7 +53,7 @@ class RecordingJointPosterior(AdaptiveDBanditSchedule):
     def _maximise_each(self, gp: BanditGP, kappa: float, seed: int) -> dict[int, tuple[torch.Tensor, float]]:
         best = super()._maximise_each(gp, kappa, seed)  # the recommendation's search (kappa = 0)
         ds = sorted(best)
-        self._record = {"cov_by_d": self._joint_posterior(gp, [best[d][0] for d in ds])[1].tolist(),
+        self._record = {"cov_by_d": arm_effect_posterior(gp, [best[d][0] for d in ds])[1].tolist(),
                         "candidates": [(self.lo + (self.hi - self.lo) * best[d][0].cpu()).tolist() for d in ds]}
         return best
 

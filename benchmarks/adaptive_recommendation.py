@@ -47,6 +47,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from tvolib.bandit.acquisition import arm_effect_posterior
 from tvolib.bandit.adaptive import AdaptiveDBanditSchedule
 from tvolib.bandit.model import BanditGP
 from tvolib.bandit.protocol import DEFAULT_PROTOCOL, size_defaults
@@ -81,7 +82,7 @@ class RecordingCandidates(AdaptiveDBanditSchedule):
         ds = sorted(self._candidates)
         best = self._candidates[ds[max(range(len(ds)), key=row["mean_by_d"].__getitem__)]]
         optimum = ((self._optimum - self.lo) / (self.hi - self.lo)).to(best)
-        mean, cov = self._joint_posterior(gp, [optimum, best])
+        mean, cov = arm_effect_posterior(gp, [optimum, best])
         z = float((mean[0] - mean[1]) / (cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]).clamp_min(1e-12).sqrt())
         candidates = {d: (self.lo + (self.hi - self.lo) * x.cpu()).tolist() for d, x in self._candidates.items()}
         nested = self._nested(gp, self._candidates[ds[max(range(len(ds)), key=lambda k: row["mean_by_d"][k]
@@ -98,8 +99,8 @@ class RecordingCandidates(AdaptiveDBanditSchedule):
         while chain[-1].numel() > self.d_min - 1:
             x = chain[-1]
             drops = [torch.cat([x[:j], x[j + 1:]]) for j in range(x.numel())]
-            chain.append(drops[int(torch.argmax(self._joint_posterior(gp, drops)[0]))])
-        mean, cov = self._joint_posterior(gp, chain)
+            chain.append(drops[int(torch.argmax(arm_effect_posterior(gp, drops)[0]))])
+        mean, cov = arm_effect_posterior(gp, chain)
         lower = mean - cov.diagonal().clamp_min(0.0).sqrt()
         gap_sd = (cov[0, 0] + cov.diagonal() - 2 * cov[0]).clamp_min(0.0).sqrt()
         k = 0

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from tvolib.bandit import AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule, replay, reward_posterior
-from tvolib.bandit.acquisition import GPUCB, PaddedArms
-from tvolib.bandit.adaptive import RECOMMENDATION_FIELDS, RECOMMENDATION_TOLERANCE
+from tvolib.bandit.acquisition import GPUCB, PaddedArms, arm_effect_posterior
 from tvolib.bandit.embedding import pad_arm, step_embedding
 from tvolib.bandit.kernels import StepFunctionKernel
 from tvolib.bandit.model import BanditGP
 from tvolib.bandit.oracle import best_regrets, oracle_z
+from tvolib.bandit.recommendation import RECOMMENDATION_FIELDS, RECOMMENDATION_TOLERANCE
 from tvolib.bandit.testbed import (CASES, QUIET_NOISE, RANDOM_REGRET, ScheduleFactory, arm_value, calibrated_width,
                                    run_case, run_cases, step_distance)
 from tvolib.tvo import validate_schedule
@@ -285,7 +285,7 @@ def test_each_d_s_candidate_is_the_highest_lower_bound_of_its_maximiser_and_obse
                for arm in as_tuples)
     for k, d in enumerate(range(sched.d_min, sched.d_max + 1)):
         pool = [*observed.get(d, []), sched.last_maximisers[d][0]]
-        mean, cov = sched._joint_posterior(sched.last_gp, pool)
+        mean, cov = arm_effect_posterior(sched.last_gp, pool)
         lower = mean - cov.diagonal().clamp_min(0.0).sqrt()
         assert row["mean_by_d"][k] - row["sd_by_d"][k] == pytest.approx(float(lower.max()), abs=1e-9), d
         if d == row["recommended_d"]:

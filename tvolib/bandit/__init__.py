@@ -9,6 +9,7 @@
 * :mod:`.scheduler` -- :class:`GPBanditSchedule` and :class:`RandomSchedule`;
 * :mod:`.embedding` -- schedules of any length as their left-Riemann step function on a grid;
 * :mod:`.adaptive` -- :class:`AdaptiveDBanditSchedule`, which chooses ``d`` as well as the points;
+* :mod:`.recommendation` -- the ``d`` and schedule it recommends: the one-standard-error rule;
 * :mod:`.protocol` -- the protocol around the GP step: the authors' code's (default) or the text's;
 * :mod:`.posterior` -- :func:`reward_posterior`, the GP rebuilt from a recorded history, and
   :func:`replay`, the arms a fresh schedule chooses from it.

@@ -19,8 +19,8 @@ from torch import Tensor
 from .model import BanditGP
 from .threads import one_blas_thread
 
-__all__ = ["GPUCB", "MAX_NUM_RESTARTS", "MAX_RAW_SAMPLES", "PaddedArms", "acquisition_budget", "maximize_ucb",
-           "project_arm", "theorem1_kappa"]
+__all__ = ["GPUCB", "MAX_NUM_RESTARTS", "MAX_RAW_SAMPLES", "PaddedArms", "acquisition_budget", "arm_effect_posterior",
+           "maximize_ucb", "project_arm", "theorem1_kappa"]
 
 #: Largest acquisition budgets accepted (16 and 10 times the defaults' largest): the raw samples are
 #: evaluated in one batch, the restarts optimised as one problem.
@@ -125,6 +125,22 @@ class PaddedArms(torch.nn.Module):
     def mean_and_variance(self, x: Tensor, component: str = "total") -> tuple[Tensor, Tensor]:
         """The GP's posterior at the padded ``x`` (:meth:`BanditGP.mean_and_variance`)."""
         return self.gp.mean_and_variance(self.pad(x), component)
+
+
+def arm_effect_posterior(gp: BanditGP, arms: list[Tensor]) -> tuple[Tensor, Tensor]:
+    """The arm effect's joint posterior at normalised ``arms``, each of its own length (padded for
+    the GP, :class:`PaddedArms`), at the prediction time ``t = 1``.
+
+    Args:
+        gp: a :class:`BanditGP` with data; every arm has at most ``gp.n_arm`` points.
+        arms: ``M`` tensors of points in the GP's normalised units.
+
+    Returns:
+        The mean ``(M,)`` and covariance ``(M, M)`` (:meth:`BanditGP.joint_posterior`, component ``"arm"``).
+    """
+    rows = torch.cat([PaddedArms(gp, x.numel()).pad(torch.cat([x, x.new_ones(1)])[None]) for x in arms])
+    with torch.no_grad():
+        return gp.joint_posterior(rows, "arm")
 
 
 def acquisition_budget(n_arm: int) -> tuple[int, int]:

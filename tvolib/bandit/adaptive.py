@@ -72,38 +72,15 @@ acquisition's noise, and the search would drift to ``d_max`` whether or not the 
 
 Which ``d`` the bandit recommends
 ---------------------------------
-Training and answering are two questions (cumulative against simple regret; Bubeck, Munos and
-Stoltz, "Pure exploration in multi-armed bandits", 2009). Thompson sampling trains every ``d``
-whose candidate may be the best, so the ``d`` it trains does not say how many points the run
-needs; where fewer points suffice, more tie with them and it trains those too. So every GP round
-also records a recommendation (:data:`RECOMMENDATION_FIELDS`, :meth:`recommendation`), as
-Bayesian optimisation recommends the posterior mean's maximiser rather than its last query:
-
-* for each ``d``, the maximiser ``x_d`` of the arm effect's posterior mean ``m_d`` at the next
-  round's time (GP-UCB's search at ``kappa = 0``), every ``d`` searched on its own with the budget
-  a bandit fixed at that ``d`` would use (:meth:`_maximise_each`);
-* each ``d``'s candidate: of ``x_d`` and the arms of ``d`` points the GP has observations of, the
-  one of the highest lower bound ``m - s`` (``s`` its posterior standard deviation) (revision 6);
-* with ``x*`` the candidate of the highest lower bound, the smallest ``d`` whose lower bound is not
-  ``z =`` :data:`RECOMMENDATION_TOLERANCE` posterior standard deviations of the difference below
-  it: ``(m* - s*) - (m_d - s_d) <= z sd(f(x*) - f(x_d))``.
-
-This is the one-standard-error rule of model selection (Breiman et al., 1984; Hastie, Tibshirani
-and Friedman, *Elements of Statistical Learning*, 7.10), at ``z = 0.75``: the fewest points the
-GP cannot tell from the best. The standard deviation is the difference's, not the best arm's own
-(the usual rule, which treats the estimates as independent): the arms share the GP's
-uncertainty, and what is asked is whether ``x_d`` is worse. It compares lower bounds, not means
-(revision 5), because a recommendation is not explored: by means, a candidate the GP knows little
-about passed for its large difference's standard deviation alone (on the test bed, 2 points of
-regret 1.0 where ten are best). For the same reason the observed arms are candidates (revision
-6): the GP knows them best, and a posterior-mean maximiser in nine dimensions is often off its
-data. The tolerance trades two errors: fewer points than needed where the extra point's gain is
-under ``z`` standard deviations, and more than needed where extra points tie with the optimum's
-and noise favours them; ``z = 0.75`` was chosen on the quiet test-bed cases, seeds 0 to 11, before
-seeds 24 to 35 were run (``docs/adaptive-d.md``, *Revision 6*, has the counts). The
-recommendation's search is seeded from the round's seed and draws nothing from the schedule's
-generator. It is one search per ``d``: Fig 13's ``quick`` runs took 0.38-0.45 minutes a seed on
-a 2-core AMD CPU, the bandits at a fixed ``d`` 0.22-0.27.
+Thompson sampling trains every ``d`` whose candidate may be the best, so the ``d`` it trains does
+not say how many points the run needs. Every GP round also records a recommendation
+(:mod:`tvolib.bandit.recommendation`: the fewest points whose candidate's lower bound is within
+:data:`~tvolib.bandit.recommendation.RECOMMENDATION_TOLERANCE` standard deviations of the best's,
+each ``d``'s candidate the better of its posterior-mean maximiser and its observed arms;
+:meth:`AdaptiveDBanditSchedule.recommendation`). The recommendation's search is seeded from the
+round's seed and draws nothing from the schedule's generator, so the arms trained are those of a
+schedule that recommends nothing. It is one search per ``d``: Fig 13's ``quick`` runs took
+0.38-0.45 minutes a seed on a 2-core AMD CPU, the bandits at a fixed ``d`` 0.22-0.27.
 
 The random rounds draw ``d`` uniformly from ``[d_min, d_max]``, then an arm from its domain. The
 corner guards are the code's two pseudo-observations, (padded) the schedules ``[0, lo]`` and ``[0,
@@ -147,17 +124,17 @@ from torch import Tensor
 
 from ..checks import check_finite_float, check_int
 from ..tvo import log_uniform
-from .acquisition import GPUCB, PaddedArms, acquisition_budget, maximize_ucb
+from .acquisition import GPUCB, PaddedArms, acquisition_budget, arm_effect_posterior, maximize_ucb
 from .embedding import pad_arm
 from .fit import fit_map, fit_ml
 from .kernels import StepFunctionKernel
 from .model import BanditGP, training_data
 from .posterior import observations, observed_rows
 from .protocol import DEFAULT_PROTOCOL, ml_bounds, size_defaults, staggered_upper
+from .recommendation import RECOMMENDATION_FIELDS, highest_lower_bound, one_standard_error_rule
 from .scheduler import GPBanditSchedule
 
-__all__ = ["D_CHOICES", "EMBEDDING_DIAMETER", "NOISE_UPPER", "RECOMMENDATION_FIELDS", "RECOMMENDATION_TOLERANCE",
-           "AdaptiveDBanditSchedule"]
+__all__ = ["D_CHOICES", "EMBEDDING_DIAMETER", "NOISE_UPPER", "AdaptiveDBanditSchedule"]
 
 #: How each round's ``d`` is chosen (module docstring): ``"thompson"`` (one joint posterior draw at
 #: every ``d``'s GP-UCB maximiser, the largest draw wins) or ``"margin"`` (the smallest ``d`` within
@@ -174,16 +151,6 @@ EMBEDDING_DIAMETER = 0.5
 #: docstring, *The noise*; the protocol's bound, the authors' code's 0.5, binds on the test bed).
 NOISE_UPPER = 1.0
 
-#: The history's columns of the recommendation (module docstring), ``None`` in random rounds: the
-#: recommended ``d`` and arm, and for each ``d`` in ``[d_min, d_max]`` the posterior mean and
-#: standard deviation at its candidate (revision 6: its posterior-mean maximiser or an observed arm
-#: of ``d`` points) and the standard deviation of its difference from the best candidate's (the
-#: highest lower bound ``mean - sd``; standardised units).
-RECOMMENDATION_FIELDS = ("recommended_d", "recommended_arm", "mean_by_d", "sd_by_d", "gap_sd_by_d")
-#: The recommendation's tolerance, in standard deviations of a candidate's difference from the
-#: best: the smallest ``d`` whose lower bound is no more than this below the best's is recommended
-#: (module docstring, *Which d the bandit recommends*; chosen on the test bed, revision 6).
-RECOMMENDATION_TOLERANCE = 0.75
 #: Offsets the seed of the recommendation's search from the round's (the GP-UCB search's) seed.
 RECOMMENDATION_SEED_OFFSET = 7919
 
@@ -215,14 +182,15 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
     ``d_min``, ``d_max``, and for GP rounds the best GP-UCB value found for each ``d``
     (``acq_by_d``, standardised units), the Thompson draws (``d_draws``, same units; ``"thompson"``)
     and the points parsimony dropped (``points_dropped``; 0 under ``"thompson"``), and the
-    round's recommendation (:data:`RECOMMENDATION_FIELDS`; :meth:`recommendation`).
+    round's recommendation (:data:`~tvolib.bandit.recommendation.RECOMMENDATION_FIELDS`;
+    :meth:`recommendation`).
     """
 
     #: Version of this class's choices beyond the bandit family's (part of its runs' digests only):
     #: 6, the recommendation's candidates include the observed arms, its tolerance
-    #: :data:`RECOMMENDATION_TOLERANCE`; 5, noise up to :data:`NOISE_UPPER`, recommendation by lower
-    #: bounds; 4, each ``d`` searched on its own; 3, a recommendation recorded; 2, Thompson sampling
-    #: of ``d`` (1: the margin rule).
+    #: :data:`~tvolib.bandit.recommendation.RECOMMENDATION_TOLERANCE`; 5, noise up to
+    #: :data:`NOISE_UPPER`, recommendation by lower bounds; 4, each ``d`` searched on its own; 3, a
+    #: recommendation recorded; 2, Thompson sampling of ``d`` (1: the margin rule).
     D_CHOICE_REVISION = 6
 
     def __init__(self, d_max: int, *, d_min: int = 2, d_choice: str = "thompson", d_tolerance: float = 0.2,
@@ -348,27 +316,20 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
         }
 
     def _recommend(self, gp: BanditGP, seed: int) -> dict[str, Any]:
-        """The recommendation of this round (module docstring, *Which d the bandit recommends*): each
-        ``d``'s candidate, of the highest lower bound ``m - s`` among its posterior-mean maximiser
-        at the next round's time and the arms of ``d`` points the GP has observed; the best is the
-        candidate of the highest lower bound, and the recommendation the smallest ``d`` whose lower
-        bound is not :data:`RECOMMENDATION_TOLERANCE` posterior standard deviations of the difference
-        below the best's. Draws nothing from the schedule's generator (``seed`` seeds its search),
-        so the arms trained are those of a schedule that recommends nothing."""
+        """This round's recommendation (:mod:`tvolib.bandit.recommendation`): each ``d``'s candidate
+        is the highest lower bound among its posterior-mean maximiser at the next round's time and
+        the arms of ``d`` points the GP has observed, and :func:`~tvolib.bandit.recommendation.one_standard_error_rule`
+        chooses among them. Draws nothing from the schedule's generator (``seed`` seeds its
+        search), so the arms trained are those of a schedule that recommends nothing."""
         means = self._maximise_each(gp, 0.0, seed)  # GP-UCB at kappa = 0 is the posterior mean
         ds = sorted(means)
         observed = self._observed_arms(means[ds[0]][0])
-        candidates = [self._highest_lower_bound(gp, [*observed.get(d, []), means[d][0]]) for d in ds]
-        mean, cov = self._joint_posterior(gp, candidates)
-        sd = cov.diagonal().clamp_min(0.0).sqrt()
-        lower = mean - sd
-        top = int(torch.argmax(lower))
-        gap_sd = (cov[top, top] + cov.diagonal() - 2 * cov[top]).clamp_min(0.0).sqrt()
-        k = next(i for i, (low, s) in enumerate(zip(lower.tolist(), gap_sd.tolist()))
-                 if low >= float(lower[top]) - RECOMMENDATION_TOLERANCE * s)
-        arm = self._finalise_arm(self.lo + (self.hi - self.lo) * candidates[k].cpu())
-        return {"recommended_d": ds[k], "recommended_arm": arm.tolist(), "mean_by_d": mean.tolist(),
-                "sd_by_d": sd.tolist(), "gap_sd_by_d": gap_sd.tolist()}
+        candidates = [highest_lower_bound(gp, [*observed.get(d, []), means[d][0]]) for d in ds]
+        mean, cov = arm_effect_posterior(gp, candidates)
+        rule = one_standard_error_rule(mean, cov)
+        arm = self._finalise_arm(self.lo + (self.hi - self.lo) * candidates[rule.index].cpu())
+        return {"recommended_d": ds[rule.index], "recommended_arm": arm.tolist(), "mean_by_d": mean.tolist(),
+                "sd_by_d": rule.sd.tolist(), "gap_sd_by_d": rule.gap_sd.tolist()}
 
     def _observed_arms(self, like: Tensor) -> dict[int, list[Tensor]]:
         """The distinct arms the GP has observations of (:func:`~tvolib.bandit.posterior.observed_rows`),
@@ -380,15 +341,9 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
                                                       / (self.hi - self.lo)).to(like))
         return by_d
 
-    @staticmethod
-    def _highest_lower_bound(gp: BanditGP, arms: list[Tensor]) -> Tensor:
-        """The one of ``arms`` (normalised, all of one length) of the highest posterior lower bound ``m - s``."""
-        mean, cov = AdaptiveDBanditSchedule._joint_posterior(gp, arms)
-        return arms[int(torch.argmax(mean - cov.diagonal().clamp_min(0.0).sqrt()))]
-
     def recommendation(self) -> Tensor | None:
         """The schedule the bandit recommends now, float64 ``(d,)`` with ``b_0 = 0``: the last GP
-        round's ``recommended_arm`` (module docstring), ``None`` before the first GP round. What
+        round's ``recommended_arm`` (:mod:`tvolib.bandit.recommendation`), ``None`` before the first GP round. What
         to train a run of fixed ``d`` with; this run goes on training :meth:`current`.
 
         Example:
@@ -409,18 +364,10 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
         return {d: float(v) for d, v in zip(ds, draw)}
 
     @staticmethod
-    def _joint_posterior(gp: BanditGP, arms: list[Tensor]) -> tuple[Tensor, Tensor]:
-        """The arm effect's joint posterior mean ``(M,)`` and covariance ``(M, M)`` at normalised
-        ``arms`` (each of its own length, padded for the GP) at the prediction time ``t = 1``."""
-        rows = torch.cat([PaddedArms(gp, x.numel()).pad(torch.cat([x, x.new_ones(1)])[None]) for x in arms])
-        with torch.no_grad():
-            return gp.joint_posterior(rows, "arm")
-
-    @staticmethod
     def _joint_draw(gp: BanditGP, arms: list[Tensor], seed: int) -> Tensor:
         """One joint draw of the arm effect from the GP's posterior at normalised ``arms`` (each of
         its own length, at the prediction time ``t = 1``), seeded by ``seed``: ``(len(arms),)``."""
-        mean, cov = AdaptiveDBanditSchedule._joint_posterior(gp, arms)
+        mean, cov = arm_effect_posterior(gp, arms)
         with torch.no_grad():
             normal = torch.randn(len(arms), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
             return mean + psd_safe_cholesky(cov) @ normal.to(cov)

@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tvolib import data, paths, runs
-from tvolib.bandit.adaptive import RECOMMENDATION_TOLERANCE
+from tvolib.bandit.recommendation import RECOMMENDATION_TOLERANCE
 from tvolib.models.pcfg import load_grammar
 from tvolib.paper import analysis, bandit_analysis, captions, integrand, pcfg_analysis, results, testbed
 from tvolib.paper.names import MODEL_LABELS, TRAINING_PHASES, schedule_label
