@@ -8,7 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tvolib.bandit.recommendation import RECOMMENDATION_TOLERANCE, one_standard_error_rule
+from tvolib.bandit.acquisition import arm_effect_posterior
+from tvolib.bandit.kernels import StepFunctionKernel
+from tvolib.bandit.model import BanditGP
+from tvolib.bandit.recommendation import RECOMMENDATION_TOLERANCE, highest_lower_bound, one_standard_error_rule
 
 
 def test_independent_candidates_by_hand():
@@ -72,3 +75,23 @@ def test_a_bad_tolerance_is_refused(tolerance, message):
 def test_mismatched_shapes_are_refused(mean, cov):
     with pytest.raises(ValueError, match=r"mean must be \(M,\)"):
         one_standard_error_rule(mean, cov)
+
+
+def test_an_arm_and_its_copy_with_a_tied_point_share_one_posterior():
+    """The candidates of different ``d`` are compared by one GP: an arm of three points and the same
+    arm with its last point repeated (an interval of width zero) are one schedule, so their joint
+    posterior has equal means and variances and a correlation of one (float64 rounding)."""
+    gp = BanditGP(4, spatial=StepFunctionKernel(0.05, 0.95), priors=False, dtype=torch.float64)
+    gp.set_train_data(torch.tensor([[0.1, 0.2, 0.3, 0.4, 0.0], [0.5, 0.5, 0.9, 0.9, 0.5], [0.2, 0.6, 0.6, 0.6, 1.0]],
+                                   dtype=torch.float64), torch.tensor([0.5, -0.5, 0.2], dtype=torch.float64))
+    arm = torch.tensor([0.1, 0.4, 0.7], dtype=torch.float64)
+    far = torch.tensor([0.9, 0.95, 0.99, 1.0], dtype=torch.float64)
+    mean, cov = arm_effect_posterior(gp, [arm, torch.cat([arm, arm[-1:]]), far])
+    assert float(mean[0]) == pytest.approx(float(mean[1]), abs=1e-12)
+    assert float(cov[0, 0]) == pytest.approx(float(cov[1, 1]), abs=1e-12)
+    assert float(cov[0, 1]) == pytest.approx(float(cov[0, 0]), abs=1e-12)
+    pair = [arm, far[:3]]
+    pair_mean, pair_cov = arm_effect_posterior(gp, pair)
+    lower = pair_mean - pair_cov.diagonal().sqrt()
+    assert highest_lower_bound(gp, pair) is pair[int(torch.argmax(lower))]
+    assert highest_lower_bound(gp, pair[::-1]) is pair[int(torch.argmax(lower))]
