@@ -92,10 +92,10 @@ The step cases of :mod:`tvolib.bandit.testbed` compare schedules of any length b
 functions; ``docs/adaptive-d.md`` has the tables. Where the rewards can tell ``d`` (the ``-quiet``
 cases, whose noise lets an oracle tell each case's ``d`` from one point fewer by three standard
 errors in 160 epochs), the recommendation is the right ``d`` on most seeds in every case: at 480
-epochs (about 80 rounds, seeds 0 to 35) 3 on 33 of 36 where two interior points are best, 5 on
-21 of 36 where four are (never fewer), 10 on 22 of 36 where nine are (9 on 13: its ten-point
-candidates, 0.05 to 0.16 from the optimum, are mostly too far for the ninth point's 0.048 to
-stand out); on seeds 24 to 35 alone, run after the tolerance was chosen, 10, 7 and 6 of 12. At
+epochs (about 80 rounds), on seeds 36 to 71, run after its rule was fixed, 3 on 35 of 36 where
+two interior points are best, 5 on 23 of 36 where four are (never fewer), 10 on 21 of 36 where
+nine are (9 or 8 on the others: its ten-point candidates, 0.05 to 0.16 from the optimum, are
+mostly too far for the ninth point's 0.048 to stand out; over seeds 0 to 71, 68, 44 and 43). At
 the default noise, most of the rewards' variance, it is not in two of the three (seeds 0 to 11):
 3 on 4 of 12, 5 on 7 of 12, 6 to 9 where nine interior points are best (there even the oracle
 tells 9 points from 10 by only 1.05 standard errors). Thompson sampling
