@@ -318,9 +318,10 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
     def _recommend(self, gp: BanditGP, seed: int) -> dict[str, Any]:
         """This round's recommendation (:mod:`tvolib.bandit.recommendation`): each ``d``'s candidate
         is the highest lower bound among its posterior-mean maximiser at the next round's time and
-        the arms of ``d`` points the GP has observed, and :func:`~tvolib.bandit.recommendation.one_standard_error_rule`
-        chooses among them. Draws nothing from the schedule's generator (``seed`` seeds its
-        search), so the arms trained are those of a schedule that recommends nothing."""
+        the arms of ``d`` points the GP has observed, and the one-standard-error rule
+        (:func:`~tvolib.bandit.recommendation.one_standard_error_rule`) chooses among them. Draws
+        nothing from the schedule's generator (``seed`` seeds its search), so the arms trained are
+        those of a schedule that recommends nothing."""
         means = self._maximise_each(gp, 0.0, seed)  # GP-UCB at kappa = 0 is the posterior mean
         ds = sorted(means)
         observed = self._observed_arms(means[ds[0]][0])
