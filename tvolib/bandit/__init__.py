@@ -11,6 +11,7 @@
 * :mod:`.adaptive` -- :class:`AdaptiveDBanditSchedule`, which chooses ``d`` as well as the points;
 * :mod:`.recommendation` -- the ``d`` and schedule it recommends: the one-standard-error rule;
 * :mod:`.protocol` -- the protocol around the GP step: the authors' code's (default) or the text's;
+* :mod:`.plan` -- when a run's GP starts: its rounds by the window rule, and the short-run warning;
 * :mod:`.posterior` -- :func:`reward_posterior`, the GP rebuilt from a recorded history, and
   :func:`replay`, the arms a fresh schedule chooses from it.
 """

@@ -44,6 +44,7 @@ from .acquisition import MAX_NUM_RESTARTS, MAX_RAW_SAMPLES, acquisition_budget, 
 from .base import BanditScheduleBase
 from .fit import MAX_ML_STARTS, fit_map, fit_ml
 from .model import BanditGP, Hyperparameters, training_data
+from .plan import warn_if_short
 from .posterior import observations
 from .protocol import DEFAULT_PROTOCOL, coordinate_scale, ml_bounds, resolve_protocol, size_defaults
 from .reward import evidence_spec_for
@@ -111,6 +112,9 @@ class GPBanditSchedule(BanditScheduleBase):
     * ``initial_hyperparameters``: the GP's starting point (default ``rho = 2`` or 0 when not
       time-varying).
     * ``device``: where the GP computes (default CUDA when available); arms live on the CPU.
+    * ``epochs``: the run's length, if known: a :class:`~tvolib.bandit.plan.ShortRunWarning` names
+      the first epoch trained with a GP-chosen arm when such arms would train fewer than half of
+      the epochs (:func:`~tvolib.bandit.plan.short_run_message`). Changes nothing else.
 
     NumPy and torch scalars are accepted wherever a number or flag is (stored as Python values).
 
@@ -147,6 +151,7 @@ class GPBanditSchedule(BanditScheduleBase):
         num_restarts: int | None = None,
         initial_hyperparameters: Hyperparameters | None = None,
         device: str | torch.device | None = None,
+        epochs: int | None = None,
         **window_options: Any,
     ) -> None:
         corner_guards, kappa, window_options = plain_value((corner_guards, kappa, window_options))  # NumPy, torch
@@ -184,6 +189,7 @@ class GPBanditSchedule(BanditScheduleBase):
         self.device = resolve_device(device)
         #: The GP's stretch of each sorted coordinate onto its own range in the arm domain.
         self.coordinate_scale = coordinate_scale(self.lo, self.upper)
+        warn_if_short(self, epochs)  # not stored: the run's length changes no decision
 
     @staticmethod
     def _check_sizes(n_init: int, max_observations: int | None) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from tvolib.bandit.plan import schedule_plan
 from tvolib.bandit.protocol import DEFAULT_PROTOCOL
 from tvolib.paper.profiles import Profile, get_profile
 from tvolib.training import PCFGConfig, RunConfig
@@ -437,7 +438,8 @@ def planned_rounds(config: Any) -> tuple[int, int]:
     """Rounds of a windowed run that close by its last epoch without an early update, and how many
     of them trained an arm chosen by the GP: computed from the schedule's own window rule
     (:meth:`~tvolib.bandit.base.BanditScheduleBase.window_length` from its burn-in) and its
-    random rounds, nothing trained. Early updates shorten windows, so a run has at least these.
+    random rounds, nothing trained (:func:`tvolib.bandit.plan.schedule_plan`). Early updates shorten
+    windows, so a run has at least these.
 
     Returns:
         ``(rounds, gp_rounds)``; ``(0, 0)`` for a schedule without windows.
@@ -445,12 +447,8 @@ def planned_rounds(config: Any) -> tuple[int, int]:
     if config.schedule not in WINDOWED_SCHEDULES:
         return 0, 0
     schedule = make_schedule(config.schedule, config.d, seed=config.seed, options=dict(config.schedule_options))
-    rounds, epoch = 0, schedule.burn_in
-    while epoch + schedule.window_length(rounds) <= config.epochs:
-        epoch += schedule.window_length(rounds)
-        rounds += 1
-    n_init = getattr(schedule, "n_init", None)
-    return rounds, 0 if n_init is None else max(0, rounds - n_init)
+    plan = schedule_plan(schedule, config.epochs)
+    return plan.rounds, plan.gp_rounds
 
 
 def fig12_bandit_testbed(profile: Profile | str) -> list[Any]:
