@@ -78,7 +78,7 @@ def test_every_stem_has_a_builder():
 def test_fig4_summary_labels_and_files(cached, tmp_path):
     result = cached("fig4_vae_mnist_fashion")
     assert isinstance(result, FigureResult) and result.name == "fig4_vae_mnist_fashion"
-    assert [p.name for p in result.paths] == ["fig4_vae_mnist_fashion.pdf", "fig4_vae_mnist_fashion.png"]
+    assert [p.name for p in result.paths] == [f"fig4_vae_mnist_fashion.{ext}" for ext in ("pdf", "png", "csv", "md")]
     assert all(p.parent == tmp_path / "figures" and p.stat().st_size for p in result.paths)
     row = result.table.query("dataset == 'mnist' and d == 5 and schedule == 'log'").iloc[0]
     assert row["test_log_px_mean"] == pytest.approx(-100.0 - 1.0 + 6 / 10)  # one seed, final epoch 6
@@ -97,7 +97,8 @@ def test_tables_are_saved_under_their_stems(cached, tmp_path):
     assert wall.table["schedule"].tolist() == ["GP-bandit", "grid-searched log"]
     assert wall.caption.startswith("Wall-clock table (Appendix D.3), VAE on ")
     perm = cached("table_permutation")
-    assert list(perm.table.columns) == ["T=3 / 3 rounds", "T=6 / 6 rounds"]
+    assert list(perm.table.columns) == ["T=3 / 3 rounds", "T=3 / 3 rounds s.e.", "T=6 / 6 rounds",
+                                        "T=6 / 6 rounds s.e."]
     assert perm.table.iloc[0, 0] == pytest.approx(-100.0 + 0.3)  # sorted GP, T = 3
 
 
@@ -116,7 +117,7 @@ def test_fig3_and_fig9_draw_from_the_histories(cached):
 
 def test_fig3_summarises_each_seed_and_reports_the_degenerate_share(cached):
     result = cached("fig3_beta_over_time")
-    table = result.table
+    table = result.details["arm_summary"]
     epochs = result.frame["epochs"].iloc[0]
     # smoke: one seed; the profile's run, then the bandit budget's (Fig 11's GP-bandit runs: the code's
     # protocol, then this package's)
@@ -175,7 +176,7 @@ def test_one_more_bandit_series_reaches_figs_3_10_and_11(cached, monkeypatch):
     assert [ax.get_title() for ax in fig11.figure.axes[1:4]] == [
         "GP-bandit: arms, every seed", "GP-bandit (tvolib): arms, every seed", f"{name}: arms, every seed"]
     fig3 = cached("fig3_beta_over_time")
-    assert list(fig3.table["budget"]) == ["6 epochs", "6 epochs (bandit budget)",
+    assert list(fig3.details["arm_summary"]["budget"]) == ["6 epochs", "6 epochs (bandit budget)",
                                           "6 epochs (bandit budget): GP-bandit (tvolib)",
                                           f"6 epochs (bandit budget): {name}"]
     long = cached("fig10_bandit_protocol").table.query("budget == '6 epochs (bandit budget)'")

@@ -249,6 +249,7 @@ def permutation_table(
     variant: str = "schedule",
     metric: str = "test_log_px",
     rounds: pd.DataFrame | None = None,
+    sem: bool = False,
 ) -> pd.DataFrame:
     """The permutation-invariance table (Appendix D.4): test log p(x) of sorted (permutation
     invariant) versus unsorted GP-bandit runs after ``T`` epochs, per S and d.
@@ -261,6 +262,8 @@ def permutation_table(
         variant, metric: the columns named above.
         rounds: a schedule-history frame (``epoch`` and the same config columns); adds the mean
             number of bandit rounds completed by T to the column names, as the paper's header.
+        sem: add each budget's standard error over seeds as a column ``"<budget column> s.e."``
+            (NaN for a single seed).
 
     Returns:
         A frame indexed by (S, d, GP), one column per budget: ``"T=<T>"`` or ``"T=<T> / <n> rounds"``.
@@ -276,13 +279,16 @@ def permutation_table(
     columns: dict[str, pd.Series] = {}
     for budget in budgets:
         upto = evaluated[evaluated["epoch"] <= budget].sort_values("epoch")
-        cell = upto.groupby(run_keys, sort=True).tail(1).groupby(keys + [variant], sort=True)[metric].mean()
+        last = upto.groupby(run_keys, sort=True).tail(1).groupby(keys + [variant], sort=True)[metric]
+        cell = last.mean()
         name = f"T={int(budget)}"
         if rounds is not None:
             require(rounds, ["epoch", "seed", variant], "permutation_table(rounds=...)")
             done = rounds[rounds["epoch"] <= budget].groupby(run_keys).size()
             name += f" / {done.mean():.0f} rounds" if len(done) else " / 0 rounds"
         columns[name] = cell
+        if sem:
+            columns[f"{name} s.e."] = last.agg(lambda v: mean_sem(v)[1])
     table = pd.DataFrame(columns)
     table.index = table.index.set_names(keys + ["GP"])
     rank = {True: 0, "gp_bandit": 0, False: 1, "gp_bandit_unsorted": 1}  # sorted rows first, as the paper

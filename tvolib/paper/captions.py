@@ -11,6 +11,8 @@ from tvolib.paper.analysis import require
 from tvolib.paper.profiles import Profile, get_profile
 
 __all__ = [
+    "FIGURE_TITLES",
+    "figure_title",
     "scale_caption",
     "pcfg_scale_caption",
     "pcfg_table_caption",
@@ -19,6 +21,38 @@ __all__ = [
     "budget_caption",
     "testbed_caption",
 ]
+
+#: One line per figure, as a paper titles its figures; the scale and protocol go in the caption.
+FIGURE_TITLES: dict[str, str] = {
+    "fig1_tvo_integrand": "Fig 1. The TVO integrand and its left and right Riemann sums",
+    "fig2_reward_surface": "Fig 2. The GP posterior of the reward over beta_1 (d = 2) at three stages",
+    "fig3_beta_over_time": "Fig 3. The bandit's betas over training (MNIST, d = 5)",
+    "fig4_vae_mnist_fashion": "Fig 4. VAE on MNIST and Fashion-MNIST: test log p(x) and KL against d",
+    "fig5_sbn_binarized_mnist": "Fig 5. SBN on binarized MNIST: test log p(x) and KL against d",
+    "fig6_pcfg": "Fig 6. PCFG: the model's and the inference network's KLs against S",
+    "fig7_sbn_omniglot": "Fig 7. SBN on Omniglot: test log p(x) and KL against d",
+    "fig8_random_ablation": "Fig 8. GP-bandit against random schedules",
+    "fig9_training_curves": "Fig 9. Training curves",
+    "table_wallclock": "Table D.3. The bandit against the grid-searched log schedule, with wall-clock time",
+    "table_permutation": "Table D.4. Sorted (permutation-invariant) against unsorted GP",
+    "fig10_bandit_protocol": "Fig 10 (not in the paper). The bandit's protocol, one item at a time",
+    "fig11_bandit_budget": "Fig 11 (not in the paper). Schedules over a long budget (MNIST, d = 5)",
+    "fig12_bandit_testbed": "Fig 12 (not in the paper). The bandit's test bed, where the best schedule is known",
+    "fig13_adaptive_d": "Fig 13 (not in the paper). A bandit that chooses d",
+}
+
+
+def figure_title(stem: str, profile: Profile | str | None) -> str:
+    """The figure's one-line title and its profile.
+
+    Example:
+        >>> figure_title("fig8_random_ablation", "quick")
+        'Fig 8. GP-bandit against random schedules (profile quick)'
+    """
+    if stem not in FIGURE_TITLES:
+        raise KeyError(f"no title for figure {stem!r}; figures: {', '.join(FIGURE_TITLES)}")
+    return f"{FIGURE_TITLES[stem]} (profile {get_profile(profile).name})"
+
 
 #: The PCFG's scale in the paper (Appendix D.1), quoted next to reduced scales.
 PAPER_PCFG_SCALE = "paper: 2000 epochs, 20 seeds, S in {2, 5, 10, 20}"

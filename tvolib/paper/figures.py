@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
+from IPython.display import Markdown
 from matplotlib.figure import Figure
 
 from tvolib import data, paths, runs
 from tvolib.bandit.recommendation import RECOMMENDATION_TOLERANCE
 from tvolib.models.pcfg import load_grammar
-from tvolib.paper import analysis, bandit_analysis, captions, integrand, pcfg_analysis, results, testbed
-from tvolib.paper.names import MODEL_LABELS, TRAINING_PHASES, schedule_label
+from tvolib.paper import (analysis, bandit_analysis, captions, claims, integrand, pcfg_analysis, results,
+                          results_page, tables, testbed)
+from tvolib.paper.names import MODEL_LABELS, PCFG_COLUMN_NAMES, TRAINING_PHASES, pcfg_method_label, schedule_label
 from tvolib.paper.profiles import Profile, get_profile
 from tvolib.paper.sweeps import (
     FIGURES,
@@ -90,16 +92,33 @@ class FigureResult:
     scale: str
     paths: list[Path]
     details: dict[str, Any] = field(default_factory=dict)
+    claims: list[claims.ClaimResult] = field(default_factory=list)
 
     def _repr_markdown_(self) -> str:
         table = "" if self.table is None else "\n\n" + analysis.markdown_table(self.table, floatfmt=".4f")
         return f"{self.caption}{table}\n\n**Scale.** {self.scale}"
 
+    def verdict(self) -> Markdown:
+        """The figure's claims, the numbers that test them and the verdicts, by the results page's rule
+        (:mod:`tvolib.paper.verdict`), computed from the table the figure saved."""
+        return Markdown(results_page.claims_markdown(self.claims))
+
 
 def _result(inputs: _Inputs, fig: Figure | None, table: pd.DataFrame | None, caption: str,
-            paths: list[Path], scale: str | None = None, **details: Any) -> FigureResult:
-    return FigureResult(inputs.name, inputs.frame, fig, table, caption, scale or inputs.profile.describe(), paths,
+            scale: str | None = None, floatfmt: str = ".3f", **details: Any) -> FigureResult:
+    """Save the figure (if any) and its numbers under the stem: ``<stem>.png|pdf``, ``<stem>.csv`` and
+    ``<stem>.md`` (the one-line title, the caption, the table)."""
+    title = captions.figure_title(inputs.name, inputs.profile)
+    saved = [] if fig is None else save_figure(fig, inputs.name, inputs.figures_dir)
+    if table is not None:
+        saved += save_table(table, inputs.name, inputs.figures_dir, caption=f"**{title}.** {caption}",
+                            floatfmt=floatfmt)
+    return FigureResult(inputs.name, inputs.frame, fig, table, caption, scale or inputs.profile.describe(), saved,
                         details)
+
+
+def _title(inputs: _Inputs) -> str:
+    return captions.figure_title(inputs.name, inputs.profile)
 
 
 def _fig1(inputs: _Inputs) -> FigureResult:
@@ -119,19 +138,21 @@ def _fig1(inputs: _Inputs) -> FigureResult:
                                      sums.right, sums.elbo, sums.area if curve.log_px is None else curve.log_px,
                                      curve.area_label, curve.estimate))
     caption = captions.scale_caption(inputs.profile)
-    fig = plot_integrand(panels, title=caption)
-    table = pd.DataFrame([{"panel": p.label.split("\n")[0], "ELBO": p.elbo, "left sum (TVO)": p.left,
-                           "area": p.area, "right sum": p.right} for p in panels])
-    return _result(inputs, fig, table, caption, save_figure(fig, inputs.name, inputs.figures_dir), schedule=schedule)
+    fig = plot_integrand(panels, title=_title(inputs))
+    table = pd.DataFrame([{"panel": p.label.split("\n")[0], "exact": curve.log_px is not None, "ELBO": p.elbo,
+                           "left sum (TVO)": p.left, "area": p.area, "right sum": p.right}
+                          for p, curve in zip(panels, curves)])
+    return _result(inputs, fig, table, caption, floatfmt=".4f", schedule=schedule)
 
 
 def _fig2(inputs: _Inputs) -> FigureResult:
     rounds_log = runs.load_schedule_history(inputs.configs[0], inputs.results_root)
     positions = analysis.stage_rounds(rounds_log, inputs.profile.reward_surface_epochs) if len(rounds_log) else []
-    caption = captions.scale_caption(inputs.profile)
-    fig = plot_reward_surface(analysis.reward_observations(rounds_log), results.reward_panels(rounds_log, positions),
-                              title=caption)
-    return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+    caption = captions.scale_caption(inputs.profile, extra="one run (the first seed); the posterior after the "
+                                     "rounds that end nearest the profile's stage epochs")
+    panels = results.reward_panels(rounds_log, positions)
+    fig = plot_reward_surface(analysis.reward_observations(rounds_log), panels, title=_title(inputs))
+    return _result(inputs, fig, tables.reward_stage_table(panels), caption)
 
 
 def _budgets(inputs: _Inputs) -> dict[str, tuple[bool, list[Any]]]:
@@ -147,8 +168,9 @@ def _budgets(inputs: _Inputs) -> dict[str, tuple[bool, list[Any]]]:
 
 
 def _fig3(inputs: _Inputs) -> FigureResult:
-    """Fig 3: every seed's arms over training (crosses: random rounds), a per-seed summary table;
-    one column per budget (the profile's runs, then the bandit budget's, a column per bandit series)."""
+    """Fig 3: every seed's arms over training (crosses: random rounds); its numbers, the GP arms' mean
+    interior point per seed and third; one column per budget (the profile's runs, then the bandit
+    budget's, a column per bandit series)."""
     config = inputs.configs[0]
     extra = f"MNIST, d = {config.d}, S = {config.S}, seeds pooled"
     columns: dict[str, list[Any]] = {}  # a column per budget, and per bandit series of the bandit budget
@@ -157,19 +179,22 @@ def _fig3(inputs: _Inputs) -> FigureResult:
             series = budget_series(config) if long else "gp_bandit"
             columns.setdefault(budget if series == "gp_bandit" else f"{budget}: {schedule_label(series)}",
                                []).append(config)
-    points, tables = [], []
+    points, phases, summaries = [], [], []
     for budget, configs in columns.items():
         rounds = results.collect_schedule_histories(configs, inputs.results_root)
         if rounds.empty:
             continue
         rounds = bandit_analysis.with_chooser(rounds, ["seed"])
         points.append(analysis.betas_by_phase(rounds, "arm", keep=("seed", "chosen_by")).assign(budget=budget))
-        table = bandit_analysis.arm_summary(rounds, ["seed"])
+        epochs = rounds["epoch"].to_numpy(dtype=float)
+        phases.append(tables.phase_beta_table(rounds.assign(budget=budget,
+                                                            phase=analysis.training_phase(epochs, epochs.max()))))
+        summary = bandit_analysis.arm_summary(rounds, ["seed"])
         if "test_log_px" in inputs.frame:
             finals = inputs.frame.set_index("digest")["test_log_px"]
-            table["test_log_px"] = table["seed"].map({c.seed: finals.get(c.digest()) for c in configs})
-        tables.append(table.assign(budget=budget))
-        gp, total = int(table["gp_rounds"].sum()), int(table["rounds"].sum())
+            summary["test_log_px"] = summary["seed"].map({c.seed: finals.get(c.digest()) for c in configs})
+        summaries.append(summary.assign(budget=budget))
+        gp, total = int(summary["gp_rounds"].sum()), int(summary["rounds"].sum())
         extra += (f"; {budget}: {gp} of {total} rounds' arms chosen by the GP, "
                   f"{bandit_analysis.degenerate_share(rounds):.0%} of them degenerate")
     extra += (" (crosses: random rounds; degenerate: all interior points within 0.01 of each other, or two or "
@@ -177,10 +202,12 @@ def _fig3(inputs: _Inputs) -> FigureResult:
     if len(columns) > 1 and inputs.profile.budget is not None:
         extra += f"; the {inputs.profile.budget.describe()}"
     points = pd.concat(points, ignore_index=True) if points else analysis.betas_by_phase(pd.DataFrame(), "arm")
-    table = pd.concat(tables, ignore_index=True)[["budget", *tables[0].columns[:-1]]] if tables else None
+    table = pd.concat(phases, ignore_index=True) if phases else tables.phase_beta_table(
+        pd.DataFrame(columns=["budget", "seed", "phase", "source", "next_arm"]))
     caption = captions.scale_caption(inputs.profile, extra=extra)
-    fig = plot_betas_over_time(points, title=caption)
-    return _result(inputs, fig, table, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+    fig = plot_betas_over_time(points, title=_title(inputs))
+    arms = pd.concat(summaries, ignore_index=True) if summaries else None
+    return _result(inputs, fig, table, caption, arm_summary=arms)
 
 
 def _metric_vs_d(inputs: _Inputs, schedules: list[str] | None = None) -> FigureResult:
@@ -188,8 +215,8 @@ def _metric_vs_d(inputs: _Inputs, schedules: list[str] | None = None) -> FigureR
     summary = analysis.summarise_by_schedule(analysis.with_series(inputs.frame))
     labels = results.dataset_labels(inputs.frame, inputs.data_root)
     caption = captions.scale_caption(inputs.profile)
-    fig = plot_metric_vs_d(summary, schedules=schedules, dataset_labels=labels, title=caption)
-    return _result(inputs, fig, summary, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+    fig = plot_metric_vs_d(summary, schedules=schedules, dataset_labels=labels, title=_title(inputs))
+    return _result(inputs, fig, summary, caption)
 
 
 def _fig8(inputs: _Inputs) -> FigureResult:
@@ -219,38 +246,51 @@ def _fig6(inputs: _Inputs) -> FigureResult:
     caption = captions.pcfg_scale_caption(results.config_frame(inputs.configs), inputs.profile.name)
     caption += (f"; dotted: KL(p_theta || p_true) of a uniform theta, {levels[0][1]:.4f}; dash-dotted: the floor "
                 f"that the length cut leaves, {levels[1][1]:.2g} (exact)")
-    fig = plot_pcfg(summary, curves, tail_fraction=scale.tail_fraction, title=f"Fig 6, PCFG: {caption}",
+    fig = plot_pcfg(summary, curves, tail_fraction=scale.tail_fraction, title=_title(inputs),
                     reference_levels={"kl_p": levels})
-    table_caption = captions.pcfg_table_caption(caption)
-    paths = save_figure(fig, inputs.name, inputs.figures_dir)
-    paths += save_table(table, inputs.name, inputs.figures_dir, caption=table_caption, floatfmt=".4f")
+    table = _with_seed_errors(table, histories, scale.tail_fraction)
     scale_text = (f"{caption}. The sweep (methods x S x seeds) is `tvolib.paper.sweeps.pcfg_sweep`; "
                   f"{len(inputs.configs)} runs.")
-    return _result(inputs, fig, table, table_caption, paths, scale=scale_text)
+    return _result(inputs, fig, table, captions.pcfg_table_caption(caption), scale=scale_text, floatfmt=".4f")
+
+
+def _with_seed_errors(table: pd.DataFrame, histories: pd.DataFrame, tail_fraction: float) -> pd.DataFrame:
+    """Fig 6's table with KL(p_theta || p_true)'s mean and standard error over seeds (each seed's tail
+    mean), the numbers its claim is checked on."""
+    histories = pcfg_analysis.with_method(histories)
+    tail = max(1, round(tail_fraction * int(histories["epoch"].max())))
+    seeds = tables.seed_tail_table(histories, "kl_p", tail)
+    seeds["method"] = [pcfg_method_label(m) for m in seeds["method"]]
+    seeds = seeds.set_index(["S", "method"])
+    name = PCFG_COLUMN_NAMES["kl_p"]
+    return table.assign(**{f"{name} seed mean": seeds["seed_mean"], f"{name} seed s.e.": seeds["seed_sem"]})
 
 
 def _fig9(inputs: _Inputs) -> FigureResult:
     histories = results.collect_histories(inputs.configs, inputs.results_root)
     curves = analysis.training_curves(histories)
-    caption = captions.scale_caption(inputs.profile)
+    burn_in = inputs.profile.bandit_burn_in
+    caption = captions.scale_caption(inputs.profile, extra=(
+        f"curves: the first seed's training IWAE; table: epochs after the {burn_in}-epoch burn-in whose training "
+        "IWAE fell below the epoch before (drops), per run, mean ± s.e. over seeds"))
     fig = plot_training_curves(curves, dataset_labels=results.dataset_labels(histories, inputs.data_root),
-                               title=caption)
-    return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+                               title=_title(inputs))
+    return _result(inputs, fig, tables.drop_table(histories, burn_in), caption)
 
 
 def _table_wallclock(inputs: _Inputs) -> FigureResult:
     table = analysis.wallclock_table(inputs.frame)
     label = results.dataset_labels(inputs.frame, inputs.data_root)["omniglot"]
     caption = captions.wallclock_caption(inputs.profile, label, inputs.configs[0].S)
-    return _result(inputs, None, table, caption, save_table(table, inputs.name, inputs.figures_dir, caption=caption))
+    return _result(inputs, None, table, caption)
 
 
 def _table_permutation(inputs: _Inputs) -> FigureResult:
     histories = results.collect_histories(inputs.configs, inputs.results_root)
     rounds_log = results.collect_schedule_histories(inputs.configs, inputs.results_root)
-    table = analysis.permutation_table(histories, inputs.profile.permutation_budgets, rounds=rounds_log)
+    table = analysis.permutation_table(histories, inputs.profile.permutation_budgets, rounds=rounds_log, sem=True)
     caption = captions.permutation_caption(inputs.profile)
-    return _result(inputs, None, table, caption, save_table(table, inputs.name, inputs.figures_dir, caption=caption))
+    return _result(inputs, None, table, caption)
 
 
 def _run_rows(configs: list[Any], method: Callable[[Any], str],
@@ -294,10 +334,8 @@ def _fig10(inputs: _Inputs) -> FigureResult:
         f"MNIST, d = {config.d}, S = {config.S}; GP bandit under the authors' code's protocol ('code'), the "
         "paper's text alone ('paper-text') and one item of the code's protocol changed at a time"
         + (f"; below, the {inputs.profile.budget.describe()}" if len(tables) > 1 else "")))
-    fig = plot_protocol_ablation(table, title=caption)
-    paths = save_figure(fig, inputs.name, inputs.figures_dir)
-    paths += save_table(table, inputs.name, inputs.figures_dir, caption=caption, floatfmt=".3f")
-    return _result(inputs, fig, table, caption, paths)
+    fig = plot_protocol_ablation(table, title=_title(inputs))
+    return _result(inputs, fig, table, caption)
 
 
 def _fig11(inputs: _Inputs) -> FigureResult:
@@ -307,8 +345,8 @@ def _fig11(inputs: _Inputs) -> FigureResult:
     if not inputs.configs:
         caption = (f"Not run at profile '{p.name}': the bandit-budget figure trains d = 5, S = 10 on MNIST, 3 seeds "
                    "per schedule, for many bandit rounds; this profile sets no budget for it.")
-        fig = message_figure(caption, "Bandit budget")
-        return _result(inputs, fig, None, caption, save_figure(fig, inputs.name, inputs.figures_dir))
+        fig = message_figure(caption, _title(inputs))
+        return _result(inputs, fig, None, caption)
     root = inputs.results_root
     series: dict[str, list[Any]] = {}
     for config in inputs.configs:
@@ -330,10 +368,8 @@ def _fig11(inputs: _Inputs) -> FigureResult:
         f"GP-bandit: the authors' code's protocol; at least {gp_rounds} rounds per run train an arm chosen by the "
         "GP (window rule, before early updates); crosses: random rounds; the paper's permutation table gives the "
         "bandit -91.49 at 1000 epochs (full MNIST, d = 5, S = 10)"))
-    fig = plot_bandit_budget(curves, arms, degenerate, title=caption)
-    paths = save_figure(fig, inputs.name, inputs.figures_dir)
-    paths += save_table(table, inputs.name, inputs.figures_dir, caption=caption, floatfmt=".3f")
-    return _result(inputs, fig, table, caption, paths)
+    fig = plot_bandit_budget(curves, arms, degenerate, title=_title(inputs))
+    return _result(inputs, fig, table, caption)
 
 
 def _fig12(inputs: _Inputs) -> FigureResult:
@@ -342,9 +378,8 @@ def _fig12(inputs: _Inputs) -> FigureResult:
     frame = testbed.testbed_frame(inputs.profile, inputs.results_root)
     summary = bandit_analysis.testbed_summary(frame)
     caption = captions.testbed_caption(inputs.profile)
-    fig = plot_testbed(summary, title=caption)
-    paths_out = save_figure(fig, inputs.name, inputs.figures_dir) + save_table(summary, inputs.name, inputs.figures_dir)
-    return _result(inputs, fig, summary, caption, paths_out, runs=frame)
+    fig = plot_testbed(summary, title=_title(inputs))
+    return _result(inputs, fig, summary, caption, runs=frame)
 
 
 def _fig13(inputs: _Inputs) -> FigureResult:
@@ -367,10 +402,8 @@ def _fig13(inputs: _Inputs) -> FigureResult:
         "authors' code's protocol; the table gives each schedule's best d in hindsight and the minutes its grid "
         "over d costs per seed"))
     fig = plot_adaptive_d(summary, band, rounds, dataset_labels=results.dataset_labels(inputs.frame, inputs.data_root),
-                          title=caption)
-    paths = save_figure(fig, inputs.name, inputs.figures_dir)
-    paths += save_table(table, inputs.name, inputs.figures_dir, caption=caption, floatfmt=".3f")
-    return _result(inputs, fig, table, caption, paths, rounds=rounds)
+                          title=_title(inputs))
+    return _result(inputs, fig, table, caption, rounds=rounds)
 
 
 #: How each figure stem becomes its outputs.
@@ -458,4 +491,7 @@ def figure(
     configs = list(FIGURES[stem](p))
     frame = (runs.run_configs(configs, executor=executor, data_root=data_root, results_root=results_root)
              if configs else pd.DataFrame())  # a figure this profile does not run
-    return BUILDERS[stem](_Inputs(stem, p, configs, frame, data_root, results_root, folder))
+    result = BUILDERS[stem](_Inputs(stem, p, configs, frame, data_root, results_root, folder))
+    result.claims = results_page.figure_claims(stem, folder)
+    results_page.write_results_page(folder)
+    return result
