@@ -85,6 +85,14 @@ def test_fig4_summary_labels_and_files(cached, tmp_path):
     assert result.figure.axes[0].get_title() == "MNIST (as the run read it), S=5"  # label from the results
     text = result._repr_markdown_()
     assert text.startswith("profile 'smoke'") and "**Scale.** profile 'smoke'" in text
+    # its numbers and one-line title beside the picture; its claims checked on them; the results page
+    md = (tmp_path / "figures" / "fig4_vae_mnist_fashion.md").read_text()
+    assert md.startswith("**Fig 4. VAE on MNIST and Fashion-MNIST: test log p(x) and KL against d (profile smoke).**")
+    assert result.figure._suptitle.get_text() == "Fig 4. VAE on MNIST and Fashion-MNIST: test log p(x) and KL against d " \
+        "(profile smoke)"
+    assert result.claims and "GP-bandit improves test log p(x)" in result.verdict()._repr_markdown_()
+    page = (tmp_path / "figures" / "RESULTS.md").read_text()
+    assert "| [Fig 4](fig4_vae_mnist_fashion.png)" in page and "not computed" in page  # the other figures
 
 
 def test_alias_and_prefix_give_the_same_stem(cached):

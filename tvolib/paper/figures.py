@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
-from IPython.display import Markdown
 from matplotlib.figure import Figure
 
 from tvolib import data, paths, runs
@@ -98,10 +97,17 @@ class FigureResult:
         table = "" if self.table is None else "\n\n" + analysis.markdown_table(self.table, floatfmt=".4f")
         return f"{self.caption}{table}\n\n**Scale.** {self.scale}"
 
-    def verdict(self) -> Markdown:
+    def verdict(self) -> MarkdownText:
         """The figure's claims, the numbers that test them and the verdicts, by the results page's rule
         (:mod:`tvolib.paper.verdict`), computed from the table the figure saved."""
-        return Markdown(results_page.claims_markdown(self.claims))
+        return MarkdownText(results_page.claims_markdown(self.claims))
+
+
+class MarkdownText(str):
+    """Text that Jupyter shows as Markdown (without importing IPython, not a dependency of the package)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
 
 
 def _result(inputs: _Inputs, fig: Figure | None, table: pd.DataFrame | None, caption: str,
