@@ -1,6 +1,7 @@
 """The bias-optimal schedule (tvolib.bias_optimal): its points minimise the exact left-sum gap."""
 from __future__ import annotations
 
+import io
 import itertools
 import math
 
@@ -11,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import brentq, minimize
 
-from tvolib.bias_optimal import bias_optimal_points, left_sum_gap
-from tvolib.tvo import linear, log_uniform, validate_schedule
+from tvolib.bias_optimal import (BiasOptimalSchedule, bias_optimal_points, default_grid, left_sum_gap,
+                                 mean_integrand)
+from tvolib.tvo import linear, log_uniform, snis_integrand, validate_schedule
 
 F64 = torch.float64
 
@@ -224,3 +226,106 @@ def test_bad_input_is_named(kwargs, match):
 def test_gap_rejects_a_bad_schedule():
     with pytest.raises(ValueError, match="betas must be"):
         left_sum_gap([0.0, 1.0], [0.0, 1.0], [0.0, 1.0])
+
+
+# ---- default_grid and mean_integrand ------------------------------------------------------------------
+
+
+def test_default_grid_is_log_spaced_near_zero_and_fine_near_one():
+    grid = default_grid()
+    assert grid[0] == 0 and grid[-1] == 1 and bool((grid.diff() > 0).all())
+    assert grid[1].item() == pytest.approx(1e-4) and float(grid.diff().max()) <= 0.01 + 1e-12
+    small = grid[(grid > 0) & (grid < 0.01)]
+    assert float((small[1:] / small[:-1]).max()) <= 10 ** (1 / 40) * (1 + 1e-6)  # 40 points a decade
+    with pytest.raises(ValueError, match="beta_min must lie in"):
+        default_grid(beta_min=1.5)
+
+
+def test_mean_integrand_is_the_snis_integrand_averaged_over_data_points():
+    log_w = torch.randn(7, 5, dtype=F64) * 3
+    betas = torch.tensor([0.0, 0.3, 1.0], dtype=F64)
+    assert torch.allclose(mean_integrand(log_w, betas), snis_integrand(log_w, betas).mean(dim=1))
+    assert mean_integrand(log_w, betas)[0].item() == pytest.approx(log_w.mean().item())  # beta = 0: the ELBO
+    with pytest.raises(ValueError, match="log_w must be finite"):
+        mean_integrand(torch.tensor([[0.0], [-math.inf]]), betas)
+
+
+# ---- BiasOptimalSchedule ------------------------------------------------------------------------------
+
+
+def _toy_log_weights(toy, x, S, seed=0):
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        log_p, log_q = toy.log_joint_and_q(x, S, reparam=False)
+    return log_p - log_q
+
+
+def test_the_schedule_trains_the_exact_optimum_when_the_estimate_is_good(toy, x):
+    """Linear-Gaussian toy: with S = 10000 samples the SNIS integrand is nearly exact, and the schedule is
+    the exact integrand's grid optimum; with S = 100 its exact gap is within 0.1% of the optimum's."""
+    grid = default_grid()
+    with torch.no_grad():
+        exact = bias_optimal_points(5, grid, toy.dlogZ_dbeta(x, grid).mean(dim=1))
+
+        def gap(betas):
+            return float((toy.log_px(x).mean() - toy.exact_tvo(x, betas).mean()).detach())
+
+    for S, rel in ((10_000, 0.0), (100, 1e-3)):
+        schedule = BiasOptimalSchedule(5)
+        log_w = _toy_log_weights(toy, x, S)
+        schedule.step(1, log_weights=lambda: log_w)
+        assert gap(schedule.current()) <= gap(exact) * (1 + rel) + 1e-12
+        assert gap(schedule.current()) < 0.6 * gap(log_uniform(5))  # the default log schedule's bias is larger
+
+
+def test_the_schedule_updates_on_its_cadence_and_records_its_gaps(toy, x):
+    schedule = BiasOptimalSchedule(4, update_every=2, initial="linear")
+    assert schedule.current().tolist() == linear(4).tolist() and schedule.d == 4
+    calls = []
+
+    def log_weights():
+        calls.append(1)
+        return _toy_log_weights(toy, x, 200, seed=len(calls))
+
+    for epoch in range(0, 5):
+        schedule.step(epoch, log_weights=log_weights)
+    records = schedule.history()
+    assert [r["epoch"] for r in records] == [2, 4] and len(calls) == 2
+    grid = schedule.grid
+    for r in records:
+        validate_schedule(r["betas"])
+        assert set(r["betas"]) <= set(grid.tolist()) and r["gap"] >= 0 and isinstance(r["gap_before"], float)
+    f = mean_integrand(_toy_log_weights(toy, x, 200, seed=2), grid)
+    assert records[1]["gap_before"] == pytest.approx(float(left_sum_gap(records[0]["betas"], grid, f)))
+    with pytest.raises(ValueError, match="needs log_weights"):
+        schedule.step(6)
+    schedule.step(5)  # not an update epoch: nothing asked
+
+
+def test_state_round_trips_and_bad_states_are_named(toy, x):
+    schedule = BiasOptimalSchedule(3)
+    log_w = _toy_log_weights(toy, x, 100)
+    schedule.step(1, log_weights=lambda: log_w)
+    buffer = io.BytesIO()
+    torch.save(schedule.state_dict(), buffer)
+    buffer.seek(0)
+    restored = BiasOptimalSchedule(3)
+    restored.load_state_dict(torch.load(buffer, weights_only=True))
+    assert torch.equal(restored.current(), schedule.current()) and restored.history() == schedule.history()
+    state = schedule.state_dict()
+    with pytest.raises(ValueError, match="has no key 'history'"):
+        BiasOptimalSchedule(3).load_state_dict({"betas": state["betas"]})
+    with pytest.raises(ValueError, match="holds a schedule of d=3, this schedule has d=4"):
+        BiasOptimalSchedule(4).load_state_dict(state)
+    with pytest.raises(ValueError, match="state key 'betas'"):
+        BiasOptimalSchedule(3).load_state_dict({**state, "betas": [0.0, 0.5, 0.4]})
+    with pytest.raises(ValueError, match="state key 'history' must be a list"):
+        BiasOptimalSchedule(3).load_state_dict({**state, "history": [{"epoch": 1, "betas": [0.0, 0.5, 0.7]}]})
+
+
+@pytest.mark.parametrize("kwargs, match", [({"d": 0}, "d .the number"), ({"d": 259}, "at most 258"),
+                                           ({"d": 3, "update_every": 0}, "update_every"),
+                                           ({"d": 3, "initial": "moments"}, "initial must be one of")])
+def test_bad_schedule_arguments_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        BiasOptimalSchedule(**kwargs)

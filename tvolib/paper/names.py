@@ -2,8 +2,9 @@
 metrics, their legend order, labels, colours and markers.
 
 Pure Python (no torch, no pandas): :mod:`tvolib.plotting` and :mod:`tvolib.paper.analysis` both
-read it. Colours are indices into seaborn's ``"deep"`` palette, so a schedule keeps its colour in
-every figure (linear blue, log orange, moments green, GP-bandit red).
+read it. Colours are indices into seaborn's ``"deep"`` palette (index 10: black, for the one series
+beyond its ten colours), so a schedule keeps its colour in every figure (linear blue, log orange,
+moments green, GP-bandit red, bias-optimal black).
 
 Example:
     >>> schedule_label("gp_bandit"), pcfg_method("tvo", "log"), dataset_label("omniglot", derived=True)
@@ -47,14 +48,15 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 #: Legend order of schedules; names not listed follow alphabetically.
-SCHEDULE_ORDER: tuple[str, ...] = ("linear", "log", "moments", "gp_bandit", "gp_bandit_tvolib", "gp_bandit_adaptive",
-                                   "gp_bandit_unsorted", "gp_bandit_time_invariant", "random")
+SCHEDULE_ORDER: tuple[str, ...] = ("linear", "log", "moments", "bias_optimal", "gp_bandit", "gp_bandit_tvolib",
+                                   "gp_bandit_adaptive", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random")
 
 SCHEDULE_LABELS: dict[str, str] = {
     "linear": "linear",
     "log": "log",
     "log_uniform": "log",
     "moments": "moments",
+    "bias_optimal": "bias-optimal",
     "gp_bandit": "GP-bandit",
     "gp_bandit_tvolib": "GP-bandit (tvolib)",
     "bandit": "GP-bandit",
@@ -64,16 +66,17 @@ SCHEDULE_LABELS: dict[str, str] = {
     "random": "random",
 }
 
-#: Index into seaborn's "deep" palette per schedule.
+#: Index into seaborn's "deep" palette per schedule (10: black, :func:`tvolib.plotting.style.schedule_palette`).
 SCHEDULE_COLOURS: dict[str, int] = {"linear": 0, "log": 1, "log_uniform": 1, "moments": 2, "gp_bandit": 3,
                                     "bandit": 3, "gp_bandit_unsorted": 4, "gp_bandit_time_invariant": 6, "random": 7,
-                                    "gp_bandit_tvolib": 5, "gp_bandit_adaptive": 9}
+                                    "gp_bandit_tvolib": 5, "gp_bandit_adaptive": 9, "bias_optimal": 10}
 #: Colours no named schedule uses, handed out in legend order to unnamed ones.
 SPARE_COLOURS: tuple[int, ...] = (8,)
 
 SCHEDULE_MARKERS: dict[str, str] = {"linear": "o", "log": "s", "log_uniform": "s", "moments": "^",
                                     "gp_bandit": "D", "bandit": "D", "gp_bandit_unsorted": "v", "gp_bandit_time_invariant": "<",
-                                    "random": "X", "gp_bandit_tvolib": "P", "gp_bandit_adaptive": "*"}
+                                    "random": "X", "gp_bandit_tvolib": "P", "gp_bandit_adaptive": "*",
+                                    "bias_optimal": "p"}
 SPARE_MARKERS: tuple[str, ...] = ("h", ">")
 
 #: Rows of the permutation table (Appendix D.4): the schedule name or a bool "sorted".

@@ -54,7 +54,7 @@ def set_style() -> None:
 
 
 def _palette(names: list[Any], fixed: dict[str, int], spare: tuple[int, ...]) -> dict[Any, Any]:
-    base = sns.color_palette("deep", 10)
+    base = [*sns.color_palette("deep", 10), (0.0, 0.0, 0.0)]  # index 10: black (the deep palette has ten colours)
     out: dict[Any, Any] = {}
     extra = 0
     for name in names:

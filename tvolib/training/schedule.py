@@ -1,6 +1,7 @@
 """Schedules by name: the one place a config's ``schedule`` string becomes a :class:`Schedule`.
 
 Names: ``linear`` and ``log`` (fixed, :mod:`tvolib.tvo`), ``moments`` (:mod:`tvolib.schedules`),
+``bias_optimal`` (the grid schedule with the largest estimated TVO, :mod:`tvolib.bias_optimal`),
 ``gp_bandit`` (Algorithm 1), its ablations ``gp_bandit_unsorted`` and
 ``gp_bandit_time_invariant``, ``random`` (random search with the bandit's windows), and
 ``gp_bandit_adaptive`` (the bandit that also chooses ``d`` every round, up to the config's ``d``:
@@ -18,6 +19,7 @@ from typing import Any, Callable
 import torch
 
 from tvolib.bandit import PROTOCOLS, AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule
+from tvolib.bias_optimal import BiasOptimalSchedule
 from tvolib.checks import plain_value
 from tvolib.schedules import FixedSchedule, MomentsSchedule, Schedule
 from tvolib.tvo import linear, log_uniform
@@ -64,6 +66,10 @@ def _moments(d: int, beta_1: float, seed: int, options: dict[str, Any], device: 
     return MomentsSchedule(d, **options)
 
 
+def _bias_optimal(d: int, beta_1: float, seed: int, options: dict[str, Any], device: Any) -> Schedule:
+    return BiasOptimalSchedule(d, **options)
+
+
 def _bandit(sort: bool, time_varying: bool) -> Callable[..., Schedule]:
     def build(d: int, beta_1: float, seed: int, options: dict[str, Any], device: Any) -> Schedule:
         extra = {} if device is None else {"device": device}
@@ -87,6 +93,7 @@ _REGISTRY: dict[str, tuple[Callable[..., Schedule], type[Schedule] | None, tuple
     "linear": (_fixed_linear, None, ()),
     "log": (_fixed_log, None, ()),
     "moments": (_moments, MomentsSchedule, ("d",)),
+    "bias_optimal": (_bias_optimal, BiasOptimalSchedule, ("d",)),
     "gp_bandit": (_bandit(True, True), GPBanditSchedule, ("d", "sort", "time_varying", "seed")),
     "gp_bandit_unsorted": (_bandit(False, True), GPBanditSchedule, ("d", "sort", "time_varying", "seed")),
     "gp_bandit_time_invariant": (_bandit(True, False), GPBanditSchedule, ("d", "sort", "time_varying", "seed")),
