@@ -22,7 +22,7 @@ from tvolib.paper.sweeps import FIGURES, figure_configs  # noqa: E402
 from tvolib.training.run_folder import RunFolder  # noqa: E402
 
 SCHEDULE_OFFSET = {"linear": 3.0, "log": 1.0, "moments": 2.0, "gp_bandit": 0.0, "gp_bandit_unsorted": 0.5,
-                   "random": 4.0, "none": 0.0, "gp_bandit_adaptive": -0.5}
+                   "random": 4.0, "none": 0.0, "gp_bandit_adaptive": -0.5, "bias_optimal": 1.5}
 
 
 def fake_train(config, run_dir, **_):
@@ -151,7 +151,7 @@ def test_fig10_lists_every_protocol_variant_beside_the_schedules(cached):
     assert (bandit["gp_rounds"] > 0).all() and bandit["degenerate_share"].between(0.3, 0.7).all()
     # the second row: Fig 11's runs, the code's and this package's protocols named as in the first
     assert long["budget"].iloc[0].endswith("(bandit budget)")
-    assert list(long["method"]) == fixed_names + ["code", "tvolib"]
+    assert list(long["method"]) == fixed_names + ["bias-optimal (schedule)", "code", "tvolib"]  # Fig 11's series
     assert long["log_px"].iloc[0] == pytest.approx(-100.0 - 1.0 + 6 / 10)
 
 

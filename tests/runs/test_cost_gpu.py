@@ -29,6 +29,7 @@ def test_training_rates_within_ten_percent_of_the_h200_trainers(K, S, low, high)
 def test_fig4_slice_at_the_gpu_profile_matches_its_measured_wall_time():
     # 20 runs (4 schedules x 5 seeds; full MNIST, 100 epochs, S = 10, d = 5) as one stack: 138 s on one H200
     runs = [c for c in sweeps.fig4_vae_mnist_fashion("gpu") if c.dataset == "mnist" and c.S == 10 and c.d == 5
+            and c.schedule != "bias_optimal"  # added after the timing
             and (c.schedule != "gp_bandit" or dict(c.schedule_options).get("protocol") == "code")]  # as timed
     assert len(runs) == 20
     assert estimate_stack_seconds(runs) == pytest.approx(138, rel=0.1)

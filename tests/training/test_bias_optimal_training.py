@@ -53,3 +53,14 @@ def test_killed_and_resumed_bias_optimal_run_is_bit_identical(tmp_path, data_roo
         assert _equal(c1[key], c2[key]), key
     assert _equal(ckpt.load(tmp_path / "straight" / "model.pt"), ckpt.load(tmp_path / "killed" / "model.pt"))
     assert len({tuple(row["betas"]) for row in straight.history[1:]}) > 1  # the schedule moved
+
+
+def test_the_cost_model_prices_an_update_every_epoch():
+    """tvolib.runs.cost: a bias-optimal run costs more than a log run, less when it updates less often."""
+    from tvolib.paper import sweeps
+    from tvolib.runs.cost import estimate_seconds
+
+    base = sweeps.tvo_config("quick", model="vae", dataset="mnist", schedule="log", d=5, S=10, seed=0)
+    every = base.replace(schedule="bias_optimal")
+    assert estimate_seconds(every) > estimate_seconds(every.replace(schedule_options={"update_every": 6})) \
+        > estimate_seconds(base)

@@ -227,7 +227,7 @@ def _metric_vs_d(inputs: _Inputs, schedules: list[str] | None = None) -> FigureR
 
 def _fig8(inputs: _Inputs) -> FigureResult:
     """Fig 8: GP-bandit versus random schedules (the random ones drawn first, as the paper)."""
-    return _metric_vs_d(inputs, schedules=["random", "gp_bandit", "gp_bandit_tvolib"])
+    return _metric_vs_d(inputs, schedules=["random", "gp_bandit", "gp_bandit_tvolib", "bias_optimal"])
 
 
 def pcfg_reference_levels(config: Any) -> list[tuple[str, float]]:
@@ -328,11 +328,11 @@ def _fig10(inputs: _Inputs) -> FigureResult:
     tables = []
     for budget, (long, configs) in _budgets(inputs).items():
         frame = _run_rows(configs, lambda c: _ablation_method(c, long), inputs.results_root)
-        order = ["log", "linear", "moments", "random", *PROTOCOL_VARIANTS]
+        order = ["log", "linear", "moments", "random", "bias_optimal", *PROTOCOL_VARIANTS]
         order += [m for m in dict.fromkeys(frame["method"]) if m not in order]
         tables.append(bandit_analysis.protocol_ablation_table(frame, order).assign(budget=budget))
     table = pd.concat(tables, ignore_index=True)
-    fixed = ("log", "linear", "moments", "random")
+    fixed = ("log", "linear", "moments", "random", "bias_optimal")
     table["method"] = [f"{schedule_label(m)} (schedule)" if m in fixed else m for m in table["method"]]
     table = table[["budget", *(c for c in table.columns if c != "budget")]]
     config = inputs.configs[0]

@@ -27,6 +27,7 @@ from tvolib.training.schedule import VARIABLE_D_SCHEDULES, make_schedule
 
 __all__ = [
     "COMPARED_SCHEDULES",
+    "FIXED_RULE_SERIES",
     "VAE_DATASETS",
     "SBN_DATASETS",
     "FIGURES",
@@ -68,6 +69,9 @@ __all__ = [
 
 #: Schedules compared in Figs 4, 5, 7 and 9 (Section 5: linear, log, moments baselines).
 COMPARED_SCHEDULES: tuple[str, ...] = ("linear", "log", "moments", "gp_bandit")
+#: Fixed-rule schedules not in the paper, a series of Figs 4, 8 and 11 beside the paper's: the
+#: bias-optimal schedule (:class:`~tvolib.bias_optimal.BiasOptimalSchedule`, its default options).
+FIXED_RULE_SERIES: tuple[str, ...] = ("bias_optimal",)
 #: Schedules that take the profile's bandit window and burn-in (``schedule_options``).
 WINDOWED_SCHEDULES: tuple[str, ...] = ("gp_bandit", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random")
 #: Of those, the ones with a GP (they also take the profile's number of random rounds).
@@ -234,8 +238,9 @@ def fig3_beta_over_time(profile: Profile | str) -> list[Any]:
 
 def fig4_vae_mnist_fashion(profile: Profile | str) -> list[Any]:
     """Fig 4: VAE on MNIST and Fashion-MNIST; every S, d, compared schedule and seed of the profile,
-    and the GP bandit under this package's protocol (:data:`PROTOCOL_SERIES`) beside the code's."""
-    return _grid(get_profile(profile), VAE_DATASETS, COMPARED_SCHEDULES + tuple(PROTOCOL_SERIES))
+    the GP bandit under this package's protocol (:data:`PROTOCOL_SERIES`) beside the code's, and the
+    bias-optimal schedule (:data:`FIXED_RULE_SERIES`)."""
+    return _grid(get_profile(profile), VAE_DATASETS, COMPARED_SCHEDULES + tuple(PROTOCOL_SERIES) + FIXED_RULE_SERIES)
 
 
 def fig5_sbn_binarized_mnist(profile: Profile | str) -> list[Any]:
@@ -302,9 +307,11 @@ def table_wallclock(profile: Profile | str) -> WallclockConfigs:
 
 def fig8_random_ablation(profile: Profile | str) -> list[Any]:
     """Fig 8 (Appendix D.4): GP-bandit (Fig 4's runs) versus uniformly random schedules, MNIST and
-    Fashion-MNIST, every d and seed, at the first S of the profile (S = 10)."""
+    Fashion-MNIST, every d and seed, at the first S of the profile (S = 10), and the bias-optimal
+    schedule (Fig 4's runs), the schedule that needs no search."""
     p = get_profile(profile)
-    return _grid(p, VAE_DATASETS, ("gp_bandit", *PROTOCOL_SERIES, "random"), S_values=p.S_values[:1])
+    return _grid(p, VAE_DATASETS, ("gp_bandit", *PROTOCOL_SERIES, "random", *FIXED_RULE_SERIES),
+                 S_values=p.S_values[:1])
 
 
 def table_permutation(profile: Profile | str) -> list[Any]:
@@ -385,6 +392,7 @@ BUDGET_SERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "random": ("random", {}),
     "gp_bandit": ("gp_bandit", {"protocol": "code"}),
     "gp_bandit_tvolib": ("gp_bandit", {"protocol": "tvolib"}),
+    "bias_optimal": ("bias_optimal", {}),
 }
 
 

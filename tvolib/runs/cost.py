@@ -52,6 +52,8 @@ DATASET_SIZES: dict[str, tuple[int, int]] = {
 #: - ``moments_s_per_sample``: moments-schedule re-estimation, averaged per epoch, per (example,
 #:   sample) of the at most ``MOMENTS_EXAMPLES`` training examples the trainer hands it (measured:
 #:   7.2 s over 120 epochs with 1000 examples, S = 10);
+#: - ``bias_optimal_s_per_sample``: one bias-optimal update (its log weights, the integrand on its
+#:   grid, the dynamic programme), per (example, sample) (measured: 0.14 to 0.21 s with 1000 examples, S = 10);
 #: - ``pcfg_step_s`` + ``pcfg_step_s_per_sample * S``: one PCFG minibatch step (Appendix D.1; its
 #:   cost is the Python loop over derivation steps, nearly independent of the batch size; measured
 #:   ~0.12 + 0.02 S s at batch 25 on a loaded 2-core CPU, 2-3x for wake-wake and REINFORCE).
@@ -64,6 +66,7 @@ COST_CONSTANTS: dict[str, Any] = {
     "bandit_early_factor": 1.05,
     "adaptive_round_factor": 2.0,
     "moments_s_per_sample": 6.0e-6,
+    "bias_optimal_s_per_sample": 1.7e-5,
     "pcfg_step_s": 0.12,
     "pcfg_step_s_per_sample": 0.02,
 }
@@ -169,6 +172,9 @@ def estimate_seconds(config: Any, constants: dict[str, Any] | None = None) -> fl
         extra = rounds * factor * (c["bandit_round_s"] + c["bandit_round_s_per_d"] * d)
     elif schedule.startswith("moment"):
         extra = epochs * min(n_train, MOMENTS_EXAMPLES) * S * c["moments_s_per_sample"]
+    elif schedule == "bias_optimal":  # an update every ``update_every`` epochs (default 1)
+        updates = epochs // int(dict(getattr(config, "schedule_options", ()) or ()).get("update_every", 1))
+        extra = updates * min(n_train, MOMENTS_EXAMPLES) * S * c["bias_optimal_s_per_sample"]
     return float(c["startup_s"] + train + evaluate + extra)
 
 
