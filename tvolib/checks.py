@@ -25,6 +25,7 @@ from torch import Tensor
 __all__ = [
     "check_batch",
     "check_betas",
+    "check_bool",
     "check_finite_float",
     "check_int",
     "check_log_w",
@@ -55,8 +56,17 @@ def plain_value(value: Any) -> Any:
     return value
 
 
+def _scalar(value: Any) -> Any:
+    """A 0-d torch tensor as its Python value; anything else as it is."""
+    if torch.is_tensor(value) and value.ndim == 0:
+        return value.detach().cpu().item()
+    return value
+
+
 def check_int(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
-    """``value`` as an ``int`` (Python or NumPy integer, not bool), in ``[minimum, maximum]`` where given."""
+    """``value`` as an ``int`` (Python or NumPy integer, or a 0-d integer tensor; not a bool), in
+    ``[minimum, maximum]`` where given."""
+    value = _scalar(value)
     ok = not isinstance(value, bool) and isinstance(value, (int, np.integer))
     if not ok or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         if maximum is None:
@@ -65,6 +75,27 @@ def check_int(name: str, value: Any, minimum: int | None = None, maximum: int | 
             bound = f" <= {maximum}" if minimum is None else f" in [{minimum}, {maximum}]"
         raise ValueError(f"{name} must be an integer{bound}; got {value!r}")
     return int(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` as a ``bool``: ``True`` or ``False`` (Python, NumPy or a 0-d tensor), or the integer
+    ``0`` or ``1`` (of any of those kinds), the way an int given for a float becomes a float. A
+    string (``"false"`` would be true), another number, ``None`` or anything else is refused.
+
+    Example:
+        >>> check_bool("sort", np.bool_(False)), check_bool("sort", 1)
+        (False, True)
+        >>> check_bool("time_varying", "false")
+        Traceback (most recent call last):
+        ...
+        ValueError: time_varying must be True or False (or 0 or 1); got 'false' (a str)
+    """
+    plain = plain_value(value)
+    if isinstance(plain, bool):
+        return plain
+    if isinstance(plain, int) and plain in (0, 1):
+        return bool(plain)
+    raise ValueError(f"{name} must be True or False (or 0 or 1); got {value!r} (a {type(value).__name__})")
 
 
 def check_finite_float(

@@ -10,6 +10,7 @@ import torch
 from tvolib.checks import (
     check_batch,
     check_betas,
+    check_bool,
     check_finite_float,
     check_int,
     check_log_w,
@@ -24,6 +25,31 @@ def test_check_int() -> None:
     for bad in (0, True, 2.0, "3", None):
         with pytest.raises(ValueError, match=r"window must be an integer >= 1; got"):
             check_int("window", bad, 1)
+
+
+def test_check_int_takes_numpy_and_torch_integers_not_floats_or_bools() -> None:
+    assert check_int("d_max", torch.tensor(5), 3) == 5 and type(check_int("d_max", torch.tensor(5), 3)) is int
+    assert check_int("n_init", torch.tensor(4, dtype=torch.int32), 1) == 4
+    for bad in (torch.tensor(5.0), torch.tensor(True), torch.tensor([5]), np.float64(5.0), np.bool_(True)):
+        with pytest.raises(ValueError, match=r"d_max must be an integer >= 3; got"):
+            check_int("d_max", bad, 3)
+
+
+@pytest.mark.parametrize("value, expected", [
+    (True, True), (False, False), (np.bool_(True), True), (np.bool_(False), False),
+    (torch.tensor(True), True), (torch.tensor(False), False),
+    (0, False), (1, True), (np.int64(0), False), (np.int8(1), True), (torch.tensor(1), True), (torch.tensor(0), False),
+])
+def test_check_bool_takes_bools_and_the_ints_0_and_1(value, expected) -> None:
+    out = check_bool("time_varying", value)
+    assert out is expected
+
+
+@pytest.mark.parametrize("value", ["false", "False", "true", "0", "", 2, -1, 0.0, 1.0, np.float64(1.0), None,
+                                   torch.tensor([True]), torch.tensor(2), [True], np.array(True)[None]])
+def test_check_bool_refuses_strings_other_numbers_and_containers(value) -> None:
+    with pytest.raises(ValueError, match=r"time_varying must be True or False \(or 0 or 1\); got .* \(a "):
+        check_bool("time_varying", value)
 
 
 def test_check_finite_float() -> None:

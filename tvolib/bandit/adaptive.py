@@ -122,7 +122,7 @@ from gpytorch.priors import LogNormalPrior
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
-from ..checks import check_finite_float, check_int
+from ..checks import check_finite_float, check_int, plain_value
 from ..tvo import log_uniform
 from .acquisition import GPUCB, PaddedArms, acquisition_budget, arm_effect_posterior, maximize_ucb
 from .embedding import pad_arm
@@ -196,7 +196,8 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
     def __init__(self, d_max: int, *, d_min: int = 2, d_choice: str = "thompson", d_tolerance: float = 0.2,
                  n_init: int | None = None, max_observations: int | None = None, **options: Any) -> None:
         self.d_max, self.d_min = self._check_range(d_max, d_min)
-        if d_choice not in D_CHOICES:
+        d_choice = plain_value(d_choice)  # a NumPy string as a str
+        if not isinstance(d_choice, str) or d_choice not in D_CHOICES:
             raise ValueError(f"d_choice must be one of {', '.join(map(repr, D_CHOICES))}; got {d_choice!r}")
         self.d_choice = d_choice
         self.d_tolerance = check_finite_float("d_tolerance", d_tolerance, minimum=0.0)

@@ -95,7 +95,7 @@ class BanditScheduleBase(Schedule):
         self._d = check_int("d (b_0 = 0 plus at least one interior point to choose)", d, 2)
         items = resolve_protocol(protocol, dict(burn_in_schedule=burn_in_schedule, arm_domain=arm_domain,
                                                 projection=projection, reward=reward))
-        self.protocol = protocol
+        self.protocol = items["protocol"]  # a NumPy string as a str
         self.burn_in_schedule, self.arm_domain = items["burn_in_schedule"], items["arm_domain"]
         self.projection, reward = items["projection"], items["reward"]
         self.box = self._check_box(box)

@@ -60,6 +60,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..checks import check_bool, plain_value
+
 __all__ = [
     "DEFAULT_PROTOCOL",
     "ML_BOUNDS",
@@ -185,20 +187,30 @@ def resolve_protocol(protocol: str, overrides: dict[str, Any]) -> dict[str, Any]
         overrides: item -> value (``None`` keeps the preset's value).
 
     Returns:
-        Every item of the protocol, plus ``"protocol"`` (the preset's name).
+        Every item of the protocol, plus ``"protocol"`` (the preset's name). NumPy and torch scalars
+        become Python values; an on/off item (``corner_guards``, ``trend``) takes ``True``, ``False``,
+        ``0`` or ``1`` and is stored as a bool (:func:`~tvolib.checks.check_bool`).
 
     Raises:
-        ValueError: an unknown preset, item or choice (the message lists what is accepted).
+        ValueError: an unknown preset, item or choice (the message lists what is accepted), a
+            string or another number for an on/off item.
     """
+    protocol = plain_value(protocol)
     if not isinstance(protocol, str) or protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {list(PROTOCOLS)}; got {protocol!r}")
     items = dict(PROTOCOLS[protocol])
     for name, value in overrides.items():
         if name not in items:
             raise ValueError(f"unknown bandit protocol item {name!r}; accepted: {sorted(items)}")
+        value = plain_value(value)  # NumPy and torch scalars as Python values
         if value is None:
             continue
-        if name in CHOICES and (value not in CHOICES[name] or isinstance(value, bool) != isinstance(CHOICES[name][0], bool)):
+        if CHOICES.get(name) == (True, False):
+            try:
+                value = check_bool(name, value)
+            except ValueError:
+                raise ValueError(f"{name} must be one of [True, False] (or 0 or 1); got {value!r}") from None
+        elif name in CHOICES and (isinstance(value, bool) or value not in CHOICES[name]):
             raise ValueError(f"{name} must be one of {list(CHOICES[name])}; got {value!r}")
         items[name] = value
     return {"protocol": protocol, **items}

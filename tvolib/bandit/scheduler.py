@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 import torch
 
-from ..checks import check_finite_float, check_int, check_state, plain_value
+from ..checks import check_bool, check_finite_float, check_int, check_state, plain_value
 from ..config import resolve_device
 from .acquisition import MAX_NUM_RESTARTS, MAX_RAW_SAMPLES, acquisition_budget, maximize_ucb, theorem1_kappa
 from .base import BanditScheduleBase
@@ -116,7 +116,9 @@ class GPBanditSchedule(BanditScheduleBase):
       the first epoch trained with a GP-chosen arm when such arms would train fewer than half of
       the epochs (:func:`~tvolib.bandit.plan.short_run_message`). Changes nothing else.
 
-    NumPy and torch scalars are accepted wherever a number or flag is (stored as Python values).
+    NumPy and torch scalars are accepted wherever a number or flag is (stored as Python values); a
+    flag (``sort``, ``time_varying``, ``corner_guards``, ``trend``) takes ``True``, ``False``, ``0``
+    or ``1`` (:func:`~tvolib.checks.check_bool`), never a string.
 
     Example:
         >>> sched = GPBanditSchedule(d=3, window=2, seed=0, device="cpu")
@@ -155,14 +157,14 @@ class GPBanditSchedule(BanditScheduleBase):
         **window_options: Any,
     ) -> None:
         corner_guards, kappa, window_options = plain_value((corner_guards, kappa, window_options))  # NumPy, torch
-        self._sort = bool(sort)  # needed by _finalise_arm during the base __init__
+        self._sort = check_bool("sort", sort)  # needed by _finalise_arm during the base __init__
         super().__init__(d, protocol=protocol, **window_options)
         items = resolve_protocol(protocol, dict(corner_guards=corner_guards, standardize=standardize, fit=fit,
                                                 trend=trend, ml_bounds=ml_bounds))
         self.corner_guards, self.standardize, self.fit = items["corner_guards"], items["standardize"], items["fit"]
         self.trend, self.ml_bounds = items["trend"], items["ml_bounds"]
-        self.time_varying = bool(time_varying)
-        default_init, default_max = size_defaults(protocol, self.d)
+        self.time_varying = check_bool("time_varying", time_varying)
+        default_init, default_max = size_defaults(self.protocol, self.d)
         self.n_init = default_init if n_init is None else check_int("n_init", n_init, 1)
         self.max_observations = (default_max if max_observations is None
                                  else check_int("max_observations", max_observations, 1))
@@ -207,7 +209,7 @@ class GPBanditSchedule(BanditScheduleBase):
             return kappa
         if isinstance(kappa, bool) or not (isinstance(kappa, (int, float)) and math.isfinite(kappa) and kappa >= 0):
             raise ValueError(f"kappa must be 'theorem1', 'log_n' or a finite number >= 0; got {kappa!r}")
-        return float(kappa)
+        return float(kappa) + 0.0  # -0.0 is 0.0
 
     @property
     def sort_arms(self) -> bool:

@@ -90,8 +90,9 @@ class RunConfig(ExperimentConfig):
     keyword arguments for the schedule's constructor / ``build_model``, stored as a sorted tuple of
     pairs (a dict is accepted and normalised) so the config stays hashable; NumPy and torch scalars
     are stored as Python values, and schedule options in one spelling per meaning
-    (:func:`~tvolib.training.schedule.canonical_options`: ``kappa=2`` is ``2.0``, ``kappa=None`` or
-    a preset's own value is no option), so one run has one digest. ``precision`` is the
+    (:func:`~tvolib.training.schedule.canonical_options`: ``kappa=2`` is ``2.0``, ``time_varying=0``
+    is ``False``, ``kappa=None``, a preset's own value or a size the schedule derives from ``d``
+    (``n_init=12`` at ``d = 4``) is no option), so one run has one digest. ``precision`` is the
     training arithmetic (:mod:`tvolib.precision`: ``"fp32"``, ``"tf32"`` or ``"bf16"``; evaluation is
     always fp32); it is part of :meth:`to_dict` and the digest only when it is not ``"fp32"``, so
     every fp32 config keeps the name it had before the setting existed.
@@ -124,7 +125,7 @@ class RunConfig(ExperimentConfig):
     def __post_init__(self) -> None:
         normalise_numbers(self)  # NumPy integers accepted; lr=1 and lr=1.0 are one config
         options = _normalise_options("schedule_options", self.schedule_options)
-        object.__setattr__(self, "schedule_options", canonical_options(self.schedule, options))
+        object.__setattr__(self, "schedule_options", canonical_options(self.schedule, options, self.d))
         object.__setattr__(self, "model_options", _normalise_options("model_options", self.model_options))
 
     @property

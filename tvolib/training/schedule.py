@@ -19,6 +19,8 @@ from typing import Any, Callable
 import torch
 
 from tvolib.bandit import PROTOCOLS, AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule
+from tvolib.bandit.acquisition import acquisition_budget
+from tvolib.bandit.protocol import size_defaults
 from tvolib.bias_optimal import BiasOptimalSchedule
 from tvolib.checks import plain_value
 from tvolib.schedules import FixedSchedule, MomentsSchedule, Schedule
@@ -29,6 +31,7 @@ __all__ = [
     "BANDIT_SCHEDULES",
     "SCHEDULE_REVISIONS",
     "SCHEDULES",
+    "SPELLED_DEFAULTS",
     "VARIABLE_D_SCHEDULES",
     "canonical_options",
     "config_digest",
@@ -174,47 +177,99 @@ def schedule_option_names(name: str) -> set[str] | None:
 
 
 def _as_annotated(value: Any, annotation: Any) -> Any:
-    """An int given for a parameter annotated ``float`` (and not ``int``) as a float, also inside a tuple."""
+    """An int given for a parameter annotated ``float`` (and not ``int``) as a float, also inside a
+    tuple; the int 0 or 1 given for a parameter annotated ``bool`` as that bool (a string stays, for
+    the schedule to refuse); ``-0.0`` as ``0.0``."""
     text = str(annotation)
-    if not re.search(r"\bfloat\b", text) or re.search(r"\bint\b", text):
-        return value
     if isinstance(value, tuple):
-        return tuple(_as_annotated(v, "float") for v in value)
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        return tuple(_as_annotated(v, "float" if re.search(r"\bfloat\b", text) and not re.search(r"\bint\b", text)
+                                   else "") for v in value)
+    if re.search(r"\bbool\b", text) and type(value) is int and value in (0, 1):
+        return bool(value)
+    if re.search(r"\bfloat\b", text) and not re.search(r"\bint\b", text) and type(value) is int:
+        value = float(value)
+    return value + 0.0 if type(value) is float else value  # -0.0 + 0.0 is 0.0
 
 
-def canonical_options(name: str, options: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+#: Options kept as given also at the value the schedule would pick: existing runs are named with
+#: them spelled at their defaults (``burn_in=0`` and ``window=6`` in the sweeps of the smoke and
+#: quick profiles), and dropping them would rename those runs.
+SPELLED_DEFAULTS: tuple[str, ...] = ("burn_in", "window")
+_NO_DEFAULT = object()
+
+
+def _same(value: Any, default: Any) -> bool:
+    """``value == default`` with equal types, element by element in tuples (``1 == True`` is not)."""
+    if isinstance(value, tuple) or isinstance(default, tuple):
+        return (isinstance(value, tuple) and isinstance(default, tuple) and len(value) == len(default)
+                and all(_same(v, w) for v, w in zip(value, default)))
+    return type(value) is type(default) and value == default
+
+
+def _picked(name: str, key: str, params: dict[str, inspect.Parameter], values: dict[str, Any], d: Any) -> Any:
+    """The value schedule ``name`` uses for option ``key`` when it is left out, where known from the
+    config alone (else ``_NO_DEFAULT``): the constructor's default, or for ``n_init``,
+    ``max_observations``, ``raw_samples`` and ``num_restarts`` the value it derives from ``d``."""
+    default = params[key].default
+    if key in SPELLED_DEFAULTS or default is inspect.Parameter.empty:
+        return _NO_DEFAULT
+    if default is not None:
+        return default
+    protocol = values.get("protocol", params["protocol"].default if "protocol" in params else None)
+    if type(d) is not int or d < 2 or not isinstance(protocol, str) or protocol not in PROTOCOLS:
+        return _NO_DEFAULT
+    if name in VARIABLE_D_SCHEDULES:  # AdaptiveDBanditSchedule: n_init at d_min + 3, the cap at d_max = d
+        d_min = values.get("d_min", params["d_min"].default)
+        if key == "n_init" and type(d_min) is int and d_min >= 2:
+            return size_defaults(protocol, d_min + 3)[0]
+        return size_defaults(protocol, d)[1] if key == "max_observations" else _NO_DEFAULT
+    if key == "n_init" and d == 2:
+        return _NO_DEFAULT  # the budget sweep's runs at d = 2 are named with n_init=6, this default, spelled
+    picks = {"n_init": size_defaults(protocol, d)[0], "max_observations": size_defaults(protocol, d)[1],
+             "raw_samples": acquisition_budget(d - 1)[0], "num_restarts": acquisition_budget(d - 1)[1]}
+    return picks.get(key, _NO_DEFAULT)
+
+
+def canonical_options(name: str, options: tuple[tuple[str, Any], ...], d: Any = None) -> tuple[tuple[str, Any], ...]:
     """Schedule ``name``'s ``options`` (sorted ``(key, value)`` pairs) in one spelling per meaning, so that
     one run has one config digest.
 
     NumPy and torch scalars become Python values; an int given for a ``float`` parameter becomes a
-    float (``kappa=2`` is ``kappa=2.0``); options that say what leaving them out says are dropped:
-    ``None`` for a parameter whose default is ``None`` (``kappa=None``), ``protocol`` at its default,
-    and a protocol item at the chosen preset's value (``corner_guards=True`` under ``"code"``,
-    :data:`tvolib.bandit.PROTOCOLS`). Every other option is kept as given, also at its default
-    (``burn_in=0``), so that existing configs keep their names. Unknown schedules and names are left
-    for :meth:`RunConfig.validate` to refuse.
+    float (``kappa=2`` is ``kappa=2.0``), ``-0.0`` becomes ``0.0``, and the int 0 or 1 given for a
+    ``bool`` parameter becomes ``False`` or ``True`` (``time_varying=0`` is ``time_varying=False``;
+    a string is kept, for the schedule to refuse). Options that say what leaving them out says are
+    dropped: an option at its constructor's default (``kappa=None``, ``d_min=2``, ``ml_starts=200``),
+    ``protocol`` at its default, a protocol item at the chosen preset's value (``corner_guards=True``
+    under ``"code"``, :data:`tvolib.bandit.PROTOCOLS`), and, given ``d`` (the config's), the sizes
+    the schedule derives from it (``n_init=12`` and ``max_observations=120`` for ``gp_bandit`` at
+    ``d = 4``, ``n_init=15`` for ``gp_bandit_adaptive``; ``raw_samples``, ``num_restarts``). So a
+    config that spells such a size is the config that leaves it out, and a copy with another ``d``
+    takes that ``d``'s size. Kept as given: :data:`SPELLED_DEFAULTS` and ``n_init`` at ``d = 2``,
+    with which existing runs are named, and the names the builder sets itself (``sort`` of
+    ``gp_bandit_unsorted``). Unknown schedules and names are left for :meth:`RunConfig.validate` to
+    refuse.
 
     Example:
         >>> canonical_options("gp_bandit", (("corner_guards", True), ("kappa", 2), ("window", 3)))
         (('kappa', 2.0), ('window', 3))
+        >>> canonical_options("gp_bandit", (("max_observations", 120), ("n_init", 12), ("window", 6)), d=4)
+        (('window', 6),)
     """
     options = plain_value(tuple(options))
     if not isinstance(name, str) or name not in _REGISTRY:
         return options
     params = _constructor_parameters(name) or {}
-    values = dict(options)
+    own = set(_REGISTRY[name][2])
+    values = {k: _as_annotated(v, params[k].annotation) if k in params else v for k, v in options}
     default_protocol = params["protocol"].default if "protocol" in params else None
     protocol = values.get("protocol", default_protocol)
     preset = PROTOCOLS.get(protocol, {}) if isinstance(protocol, str) else {}
     kept = []
-    for key, value in options:
-        param = params.get(key)
-        if param is not None:
-            value = _as_annotated(value, param.annotation)
-            at_preset = preset.get(key) is not None and type(value) is type(preset[key]) and value == preset[key]
-            if (value is None and param.default is None) or (key == "protocol" and value == default_protocol) \
-                    or at_preset:
+    for key, value in values.items():
+        if key in params and key not in own:
+            at_preset = preset.get(key) is not None and _same(value, preset[key])
+            if at_preset or (value is None and params[key].default is None) \
+                    or _same(value, _picked(name, key, params, values, d)):
                 continue
         kept.append((key, value))
     return tuple(kept)
