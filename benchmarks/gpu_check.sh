@@ -29,10 +29,24 @@
 #                                        # fixed groups; --fixed-only: no adaptive group; --d 2,15: only
 #                                        # these fixed d; --tests: the
 #                                        # CUDA tests first (about a minute)
+#   benchmarks/gpu_check.sh budget       # the paper's own budget: Fig 11 at the gpu profile (full MNIST, T = 1000
+#                                        # epochs, d = 5, S = 10, w = 10), every series of sweeps.BUDGET_SERIES,
+#                                        # 3 seeds, one stack, bf16 + torch.compile, through the runner
+#                                        # (benchmarks/gpu_budget.py; a labelled variant, precision="bf16": the
+#                                        # sweep's fp32 digests are unchanged). All of it does not fit one
+#                                        # command: --part 1/2 and --part 2/2 (each about 6-8 minutes; the plan
+#                                        # it prints first gives the estimate), or --series a,b. It trains until
+#                                        # done or --deadline S (default 520 s), then reports: test log p(x)
+#                                        # mean ± s.e. per series at the last and intermediate epochs, the GP's
+#                                        # rounds and degenerate shares, markdown and CSVs into $OUT. Runs live
+#                                        # in results/gpu_budget (kept on a warm machine): the same command again
+#                                        # resumes them from their checkpoints. --smoke: the same path on the CPU
+#                                        # at a toy scale, in about a minute (no GPU needed). Data: `prepare
+#                                        # budget` packs MNIST alone (about 12 MB) and the submitit wheel.
 # Results go to stdout and to $OUT (default ./gpu_check_out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python}
+PY=${PYTHON:-$(command -v python || command -v python3)}
 PACKED=benchmarks/gpu_data
 FILES="train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte"
 # The CUDA tests' data fixture needs every dataset folder (tests/conftest.py); the idx files are gzipped,
@@ -42,6 +56,8 @@ PLAIN_SETS="binarized_mnist omniglot"
 
 if [ "${1:-}" = "prepare" ]; then
   : "${TVOLIB_DATA:?set TVOLIB_DATA to the data root holding MNIST/, FashionMNIST/, binarized_mnist/, omniglot/}"
+  if [ "${2:-}" = "budget" ]; then IDX_SETS="MNIST"; PLAIN_SETS=""; fi   # the budget reads MNIST alone
+  rm -rf "$PACKED"   # this script's own output: a fresh pack, nothing left from another variant
   for set in $IDX_SETS; do
     mkdir -p "$PACKED/$set/raw"
     for f in $FILES; do gzip -9 -c "$TVOLIB_DATA/$set/raw/$f" > "$PACKED/$set/raw/$f.gz"; done
@@ -62,15 +78,54 @@ if ! $PY -c "import submitit" 2>/dev/null && ls "$PACKED"/wheels/submitit-*.whl 
 fi
 if [ -d "$PACKED/MNIST" ]; then
   DATA=$(mktemp -d)
-  for set in $IDX_SETS; do
+  for set in $IDX_SETS; do   # the sets that were packed (`prepare budget` packs MNIST alone)
+    [ -d "$PACKED/$set" ] || continue
     mkdir -p "$DATA/$set/raw"
     for f in $FILES; do gunzip -c "$PACKED/$set/raw/$f.gz" > "$DATA/$set/raw/$f"; done
   done
-  for set in $PLAIN_SETS; do cp -r "$PACKED/$set" "$DATA/$set"; done
+  for set in $PLAIN_SETS; do [ -d "$PACKED/$set" ] && cp -r "$PACKED/$set" "$DATA/$set"; done
   export TVOLIB_DATA="$DATA"
 fi
 export TVOLIB_CACHE=${TVOLIB_CACHE:-$(mktemp -d)}
 status=0
+
+if [ "${1:-}" = "budget" ]; then
+  shift
+  given="$*"; deadline=520; smoke=""; args=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --deadline) deadline="$2"; shift 2 ;;
+      --smoke) smoke=1; args+=("$1"); shift ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  if [ -n "$smoke" ]; then
+    # The CPU path at a toy scale, into a scratch results root (never the repository's results/).
+    root=$(mktemp -d); args+=(--root "$root")
+  else
+    $PY -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0), torch.__version__)" || exit 1
+    # Kept between commands on a warm machine (ignored folders): the runs and Inductor's compiled kernels.
+    export TORCHINDUCTOR_CACHE_DIR="$PWD/.cache/torchinductor"
+  fi
+  echo "== bandit budget: the plan =="
+  $PY benchmarks/gpu_budget.py plan "${args[@]}" 2>&1 | tee "$OUT/budget_plan.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || exit 1
+  echo "== bandit budget: training until done or ${deadline} s (the same command again resumes) =="
+  start=$(date +%s)
+  PYTHONUNBUFFERED=1 timeout -s TERM -k 20 "$deadline" $PY benchmarks/gpu_budget.py train "${args[@]}" 2>&1 \
+    | tee "$OUT/budget_train.txt" | grep -v -E "it/s\]|s/it\]"
+  rc=${PIPESTATUS[0]}
+  echo "== training stopped after $(( $(date +%s) - start )) s with status $rc (124 or 137: the deadline) =="
+  echo "== bandit budget: the report (markdown and CSVs in $OUT) =="
+  $PY benchmarks/gpu_budget.py report "${args[@]}" --out "$OUT"
+  rc_report=$?
+  if [ "$rc_report" = 3 ]; then
+    echo "== not complete: run 'benchmarks/gpu_check.sh budget $given' again on the same warm machine to resume =="
+  elif [ "$rc_report" != 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ]; }; then
+    status=1
+  fi
+  exit $status
+fi
 $PY -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0), torch.__version__)" || exit 1
 BENCH="$PY benchmarks/bench_stack.py --device cuda --S 10 50 --steps 8"
 
