@@ -30,8 +30,9 @@ trained in bf16 on a GPU (``benchmarks/gpu_check.sh budget``). Two parts:
    rounds after are compared as distributions; the final test log p(x) against the seed noise.
 
 Seeds: 0, 1, 2 (both parts; nothing here was tuned: the scales are the ``quick`` budget's and the
-``quick`` profile's bandit settings). Time on the loaded 2-core development CPU (one torch thread):
-part 1 about 8-12 minutes (3 seeds x 80 epochs), part 2 about 3-5 minutes.
+``quick`` profile's bandit settings). Time on the 2-core development CPU shared with other jobs
+(load 10-14, one torch thread): part 1 16 minutes (200-380 s a seed of 80 epochs), part 2 11 minutes
+(12 runs of 45 epochs); on an idle machine a third of that or less.
 
 Run: ``TVOLIB_DATA=... python benchmarks/bench_bandit_bf16.py`` (both parts), ``--part states`` or
 ``--part e2e``; smaller: ``--epochs 40 --window 4 --burn-in 8``.

@@ -338,10 +338,12 @@ def report(args: argparse.Namespace) -> int:
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() and not args.smoke else "cpu"
     first = rows[0][2]
     n_done = int((per_run["status"] == "done").sum())
+    wall = per_run["wall_seconds"].sum() if "wall_seconds" in per_run and n_done == len(per_run) else math.nan
     head = (f"Fig 11 at the gpu profile, {'SMOKE scale, ' if args.smoke else ''}variant precision={args.precision}, "
             f"compile={not args.no_compile}: {first.n_train or 'full'} MNIST, {first.epochs} epochs, d = {first.d}, "
             f"S = {first.S}, IWAE-{first.eval_S} every {first.eval_every} epochs; {device}, torch {torch.__version__}; "
-            f"{n_done}/{len(per_run)} runs complete")
+            f"{n_done}/{len(per_run)} runs complete"
+            + (f", {wall:.0f} s of training in all (every attempt, start and compile included)" if wall == wall else ""))
     text = [f"## {head}", "", "Test log p(x) and KL at the last epoch, mean ± s.e. over seeds; GP rounds per run "
             "(arms chosen by the GP) and the share of degenerate GP arms (overall; per third of training):", "",
             markdown(final), "", "Test log p(x), mean ± s.e. over the seeds evaluated, at intermediate epochs:", "",
@@ -364,6 +366,9 @@ def _progress(per_run: pd.DataFrame, args: argparse.Namespace) -> str:
     """How far the runs got and, from their wall time so far, how long the rest would take."""
     lo, hi = int(per_run["epoch"].min()), int(per_run["epoch"].max())
     epochs = int(per_run["epochs"].max())
+    if lo == 0:
+        return (f"NOT COMPLETE: some runs have no checkpoint yet (the first is written after 10 epochs; epochs "
+                f"reached {lo}-{hi} of {epochs}). Run the same command again to go on.")
     spent = float(per_run["stack_seconds"].max())  # an unfinished stack: every run's attempts timed alike
     rate = spent / max(lo, 1)
     left = rate * (epochs - lo)

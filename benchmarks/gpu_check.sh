@@ -33,9 +33,11 @@
 #                                        # epochs, d = 5, S = 10, w = 10), every series of sweeps.BUDGET_SERIES,
 #                                        # 3 seeds, one stack, bf16 + torch.compile, through the runner
 #                                        # (benchmarks/gpu_budget.py; a labelled variant, precision="bf16": the
-#                                        # sweep's fp32 digests are unchanged). All of it does not fit one
-#                                        # command: --part 1/2 and --part 2/2 (each about 6-8 minutes; the plan
-#                                        # it prints first gives the estimate), or --series a,b. It trains until
+#                                        # sweep's fp32 digests are unchanged). All of it (21 runs, about 12
+#                                        # minutes by the estimate) does not fit one command: --part 1/2 and
+#                                        # --part 2/2, one per GPU session (about 7-8 and 7 minutes, 5-12 at
+#                                        # the estimate's extremes; the plan printed first gives it), or
+#                                        # --series a,b. It trains until
 #                                        # done or --deadline S (default 520 s), then reports: test log p(x)
 #                                        # mean ± s.e. per series at the last and intermediate epochs, the GP's
 #                                        # rounds and degenerate shares, markdown and CSVs into $OUT. Runs live
@@ -119,7 +121,9 @@ if [ "${1:-}" = "budget" ]; then
   echo "== bandit budget: the report (markdown and CSVs in $OUT) =="
   $PY benchmarks/gpu_budget.py report "${args[@]}" --out "$OUT"
   rc_report=$?
-  if [ "$rc_report" = 3 ]; then
+  if [ "$rc_report" = 3 ] && [ -n "$smoke" ]; then
+    echo "== not complete (smoke: every call starts from a fresh scratch root) =="
+  elif [ "$rc_report" = 3 ]; then
     echo "== not complete: run 'benchmarks/gpu_check.sh budget $given' again on the same warm machine to resume =="
   elif [ "$rc_report" != 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ]; }; then
     status=1
