@@ -105,7 +105,7 @@ class _Fixed(RandomSchedule):
 def test_bad_cases_are_refused():
     with pytest.raises(ValueError, match="trend must be one of"):
         TestbedCase("x", 3, (0.1, 0.2), trend="steep")
-    with pytest.raises(ValueError, match="optimum must be 2 sorted points"):
+    with pytest.raises(ValueError, match="optimum must be 2 sorted finite points"):
         TestbedCase("x", 3, (0.3, 0.2))
     with pytest.raises(ValueError, match="needs d = 5"):
         run_case(CASES["d5-log-strong"], lambda seed: RandomSchedule(3, seed=seed), 0)

@@ -39,6 +39,7 @@ from scipy.optimize import minimize
 
 from .embedding import pad_arm
 from .testbed import TestbedCase, arm_value
+from .testbed_tvo import TvoCase, best_of_d, optimum
 
 __all__ = ["best_regrets", "oracle_epochs", "oracle_z"]
 
@@ -46,13 +47,16 @@ __all__ = ["best_regrets", "oracle_epochs", "oracle_z"]
 RANDOM_STARTS = 4
 
 
-def best_regrets(case: TestbedCase, d_range: range = range(2, 11), *, seed: int = 0) -> dict[int, float]:
+def best_regrets(case: TestbedCase | TvoCase, d_range: range = range(2, 11), *, seed: int = 0) -> dict[int, float]:
     """``Delta_d`` for every ``d`` of ``d_range``: the smallest regret of an arm of ``d`` left points on ``case``.
 
     At and above the optimum's ``d`` it is the optimum's regret, 0 (the optimum padded by tying its
     largest point). Below, ``d`` is searched from the largest down, each by Nelder-Mead from the
     best arm of ``d + 1`` points less each of its points and from :data:`RANDOM_STARTS` random arms:
-    the best arm of fewer points is most often the best of more, thinned.
+    the best arm of fewer points is most often the best of more, thinned. A step case of the TVO's
+    form (:class:`~tvolib.bandit.testbed_tvo.TvoCase`) has it exactly: each ``d``'s best arm by its
+    dynamic programme (:func:`~tvolib.bandit.testbed_tvo.best_of_d`), ``Delta_d`` its loss above the
+    optimum's over ``scale``.
 
     Args:
         case: a step case (``metric="step"``), whose value is defined for arms of any length.
@@ -65,8 +69,11 @@ def best_regrets(case: TestbedCase, d_range: range = range(2, 11), *, seed: int 
     if case.metric != "step":
         raise ValueError(f"best_regrets compares arms of any length: it needs a step case; {case.name!r} "
                          f"has metric={case.metric!r}")
-    if d_range.step != 1 or len(d_range) == 0 or d_range.start < 2:
+    if not isinstance(d_range, range) or d_range.step != 1 or len(d_range) == 0 or d_range.start < 2:
         raise ValueError(f"d_range must be a non-empty range of d >= 2 in steps of 1; got {d_range!r}")
+    if isinstance(case, TvoCase):
+        best = optimum(case, 0.5).loss
+        return {d: max(0.0, (best_of_d(case, d, 0.5).loss - best) / case.scale) for d in d_range}
     rng = np.random.default_rng(seed)
     best: dict[int, tuple[float, np.ndarray]] = {}
     for d in range(max(d_range.stop - 1, case.d), d_range.start - 1, -1):

@@ -68,6 +68,12 @@ Metrics, over the epochs of the run's second half (:func:`run_case`): the mean r
 RMS distance of the trained arm to the optimum (beta units) and the share of those epochs whose
 arm is degenerate (:func:`~tvolib.bandit.protocol.arm_degeneracy`).
 
+The test bed's other family, cases of the TVO's own form (an arm's effect is minus the TVO's bias
+at the arm and a cost the integrand does not reveal, ``d*-tvo-*``), is
+:mod:`tvolib.bandit.testbed_tvo`; :data:`CASES` holds both. What they share (trends, noise, random
+arms, the step distance) is :mod:`tvolib.bandit.testbed_common`; driving a schedule through a case,
+:func:`run_case` and :func:`run_cases`, is :mod:`tvolib.bandit.testbed_run`.
+
 Example:
     >>> from tvolib.bandit import RandomSchedule
     >>> case = CASES["d2-log-none"]
@@ -78,28 +84,34 @@ Example:
 from __future__ import annotations
 
 import math
-import multiprocessing
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..schedules import Schedule
+from ..checks import check_int
 from ..tvo import log_uniform
-from .protocol import arm_degeneracy, staggered_upper
+from .protocol import staggered_upper
+from .testbed_common import (METRICS, QUICK_NOISE, QUIET_NOISE, RANDOM_REGRET, STEP_GRID, TRENDS, Case, random_arms,
+                             step_distance, trend_gain)
+from .testbed_run import CaseResult, ScheduleFactory, TestbedJobError, run_case, run_cases
+from .testbed_tvo import TVO_CASES, TvoCase
 
 __all__ = [
     "CASES",
+    "METRICS",
+    "QUICK_NOISE",
     "QUIET_NOISE",
     "RANDOM_REGRET",
+    "STEP_GRID",
     "TRENDS",
+    "Case",
     "CaseResult",
     "ScheduleFactory",
     "TestbedCase",
-    "METRICS",
+    "TestbedJobError",
+    "TvoCase",
     "arm_value",
     "calibrated_width",
     "optimum_at",
@@ -109,21 +121,35 @@ __all__ = [
     "trend_gain",
 ]
 
-#: The trends, ``e`` the epoch and ``T`` the run's length, in arm-effect units (module docstring).
-TRENDS: dict[str, Callable[[int, int], float]] = {
-    "none": lambda e, T: 0.0,
-    "mild": lambda e, T: math.exp(-3.0 * e / T),
-    "strong": lambda e, T: 10.0 * math.exp(-3.0 * e / T),
-    "quick": lambda e, T: 5.0 + 965.0 * math.exp(-(e - 1) / 0.53),
-}
-#: The per-epoch noise of the ``"quick"`` trend and its lag-one correlation (measured, module
-#: docstring); the other trends use the case's ``noise``, white.
-QUICK_NOISE = (2.5, 0.46)
-#: How an arm is compared with the optimum: its sorted points (arms of the case's ``d`` only) or
-#: its step function (any length).
-METRICS = ("points", "step")
-#: Grid points of the ``"step"`` metric.
-STEP_GRID = 1000
+
+def _finite_points(name: str, points: Any, count: int) -> tuple[float, ...]:
+    """``points`` as a tuple of ``count`` sorted finite floats in [0, 1], or a ``ValueError`` naming ``name``."""
+    try:
+        values = tuple(float(v) for v in points)
+    except (TypeError, ValueError):
+        values = None
+    if values is None or len(values) != count or list(values) != sorted(values) \
+            or not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in values):
+        raise ValueError(f"{name} must be {count} sorted finite points in [0, 1] (the d - 1 interior points); "
+                         f"got {points!r}")
+    return values
+
+
+def _check_run_fields(case: Any) -> None:
+    """The fields every case shares: ``d`` (>= 2), ``epochs``, ``window``, ``noise``, ``trend``, ``metric``."""
+    if isinstance(case.d, bool) or not isinstance(case.d, int) or case.d < 2:
+        raise ValueError(f"d must be an int >= 2 (b_0 = 0 and at least one interior point to choose); got {case.d!r}")
+    for name in ("epochs", "window"):
+        value = getattr(case, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "epochs" else 1):
+            raise ValueError(f"{name} must be an int >= {2 if name == 'epochs' else 1}; got {value!r}")
+    if isinstance(case.noise, bool) or not isinstance(case.noise, (int, float)) or not math.isfinite(case.noise) \
+            or case.noise < 0:
+        raise ValueError(f"noise must be a finite number >= 0 (per-epoch standard deviation); got {case.noise!r}")
+    if case.trend not in TRENDS:
+        raise ValueError(f"trend must be one of {list(TRENDS)}; got {case.trend!r}")
+    if case.metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}; got {case.metric!r}")
 
 
 @dataclass(frozen=True)
@@ -160,18 +186,28 @@ class TestbedCase:
     metric: str = "points"
 
     def __post_init__(self) -> None:
-        if self.trend not in TRENDS:
-            raise ValueError(f"trend must be one of {list(TRENDS)}; got {self.trend!r}")
-        if self.metric not in METRICS:
-            raise ValueError(f"metric must be one of {list(METRICS)}; got {self.metric!r}")
-        for name, points in (("optimum", self.optimum), ("drift_to", self.drift_to)):
-            if points is not None and (len(points) != self.d - 1 or list(points) != sorted(points)):
-                raise ValueError(f"{name} must be {self.d - 1} sorted points; got {points!r}")
+        _check_run_fields(self)
+        object.__setattr__(self, "optimum", _finite_points("optimum", self.optimum, self.d - 1))
+        if self.drift_to is not None:
+            object.__setattr__(self, "drift_to", _finite_points("drift_to", self.drift_to, self.d - 1))
+        if isinstance(self.width, bool) or not isinstance(self.width, (int, float)) or not math.isfinite(self.width) \
+                or self.width <= 0:
+            raise ValueError(f"width must be a finite number > 0 (beta units); got {self.width!r}")
 
     @property
     def noise_model(self) -> tuple[float, float]:
         """``(standard deviation, lag-one correlation)`` of the per-epoch noise."""
         return QUICK_NOISE if self.trend == "quick" else (self.noise, 0.0)
+
+    def regret(self, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
+        """``1 - f(arm, progress)`` (:func:`arm_value`): 0 at the optimum, at most 1."""
+        return 1.0 - arm_value(self, arm, progress)
+
+    def distance(self, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
+        """RMS distance of ``arm`` to the optimum at ``progress``, in the case's metric (beta units)."""
+        if self.metric == "step":
+            return float(step_distance(arm, optimum_at(self, progress)))
+        return float(((torch.tensor(arm, dtype=torch.float64) - optimum_at(self, progress)) ** 2).mean().sqrt())
 
 
 def optimum_at(case: TestbedCase, progress: float) -> torch.Tensor:
@@ -182,38 +218,15 @@ def optimum_at(case: TestbedCase, progress: float) -> torch.Tensor:
     return start + (torch.tensor(case.drift_to, dtype=torch.float64) - start) * progress
 
 
-def _step_values(points: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
-    """The left-Riemann step function of interior points ``(..., m)`` (``b_0 = 0``) at ``grid``: ``(..., G)``."""
-    b = torch.sort(points, dim=-1).values
-    left = torch.cat([torch.zeros_like(b[..., :1]), b], dim=-1)
-    index = torch.searchsorted(b.contiguous(), grid.expand(*b.shape[:-1], grid.shape[-1]).contiguous(), right=True)
-    return torch.gather(left, -1, index)
-
-
-def _step_grid() -> torch.Tensor:
-    return (torch.arange(STEP_GRID, dtype=torch.float64) + 0.5) / STEP_GRID
-
-
-def step_distance(arms: Sequence[float] | torch.Tensor, optimum: Sequence[float] | torch.Tensor) -> torch.Tensor:
-    """``D(b, c)``: the RMS distance of the step functions of ``arms`` ``(..., m)`` and ``optimum``
-    ``(k,)`` on the test bed's grid (module docstring), beta units; ``(...)``.
-
-    Example:
-        >>> round(float(step_distance([0.5], [0.5, 0.5001])), 3)      # a tied point changes little
-        0.0
-    """
-    grid = _step_grid()
-    a = _step_values(torch.as_tensor(arms, dtype=torch.float64), grid)
-    c = _step_values(torch.as_tensor(optimum, dtype=torch.float64).reshape(-1), grid)
-    return ((a - c) ** 2).mean(-1).sqrt()
-
-
-def arm_value(case: TestbedCase, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
-    """``f(b, p)`` in [0, 1] (module docstring): 1 at the optimum, ``1 - f`` is the arm's regret.
+def arm_value(case: TestbedCase | TvoCase, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
+    """``f(b, p)`` in [0, 1] (module docstring): 1 at the optimum, ``1 - f`` is the arm's regret
+    (a :class:`~tvolib.bandit.testbed_tvo.TvoCase`: ``1 - regret``, which may fall below 0).
 
     Raises:
         ValueError: an arm of another length than ``d - 1`` on a ``"points"`` case.
     """
+    if isinstance(case, TvoCase):
+        return 1.0 - case.regret(arm, progress)
     b = torch.sort(torch.as_tensor(arm, dtype=torch.float64).reshape(-1)).values
     if case.metric == "step":
         sq = float(step_distance(b, optimum_at(case, progress))) ** 2
@@ -225,130 +238,6 @@ def arm_value(case: TestbedCase, arm: Sequence[float] | torch.Tensor, progress: 
     return math.exp(-sq / (2 * case.width**2))
 
 
-def trend_gain(case: TestbedCase, epoch: int) -> float:
-    """The trend's evidence gain at ``epoch`` (arm-effect units)."""
-    return TRENDS[case.trend](epoch, case.epochs)
-
-
-@dataclass
-class CaseResult:
-    """What one run of a case gives: second-half metrics and the arm trained at every epoch.
-
-    ``distance`` is the RMS distance to the optimum of the case's metric (points or step
-    functions); ``d_mode`` the ``d`` trained most often in the second half (ties: the smaller).
-    """
-
-    regret: float
-    distance: float
-    degenerate: float
-    arms: list[list[float]] = field(repr=False)
-    history: list[dict[str, Any]] = field(repr=False)
-    seconds: float = 0.0
-
-    @property
-    def d_trained(self) -> list[int]:
-        """The ``d`` trained at every epoch (``b_0 = 0`` included)."""
-        return [len(arm) + 1 for arm in self.arms]
-
-    @property
-    def d_mode(self) -> int:
-        """The ``d`` trained most often over the second half of the run (ties: the smaller)."""
-        late = self.d_trained[len(self.arms) // 2:]
-        return min(set(late), key=lambda d: (-late.count(d), d))
-
-
-def run_case(case: TestbedCase, make_schedule: Callable[[int], Schedule], seed: int) -> CaseResult:
-    """Drive ``make_schedule(seed)`` through ``case``'s synthetic run as a training loop would.
-
-    ``step(0, L_0)`` first, then for each epoch ``e = 1..T``: train with ``current()`` (its interior
-    points are the arm), add the epoch's evidence gain and ``step(e, evidence=L_e)``. The noise is
-    seeded by ``seed``, so two schedules with one seed see the same noise draws.
-
-    Returns:
-        A :class:`CaseResult`: over the epochs after ``T / 2``, the mean regret ``1 - f``, the mean
-        RMS distance to the optimum and the share of degenerate arms (in the box ``[0.05, 0.95]``).
-    """
-    schedule = make_schedule(seed)
-    if case.metric == "points" and schedule.d != case.d:
-        raise ValueError(f"case {case.name!r} needs d = {case.d}; the schedule has d = {schedule.d} "
-                         "(cases with metric='step' take any d)")
-    noise = torch.Generator().manual_seed(10_000 + seed)
-    start = time.perf_counter()
-    std, corr = case.noise_model
-    evidence, wander = 0.0, 0.0
-    schedule.step(0, evidence=evidence)
-    arms: list[list[float]] = []
-    for epoch in range(1, case.epochs + 1):
-        arm = schedule.current()[1:].tolist()
-        arms.append(arm)
-        progress = (epoch - 1) / max(case.epochs - 1, 1)
-        draw = float(torch.randn((), generator=noise, dtype=torch.float64))
-        wander = corr * wander + math.sqrt(1 - corr**2) * draw if epoch > 1 else draw
-        evidence += trend_gain(case, epoch) + arm_value(case, arm, progress) - 0.5 + std * wander
-        schedule.step(epoch, evidence=evidence)
-    seconds = time.perf_counter() - start
-    half = case.epochs // 2
-    late = [(arm, (e - 1) / max(case.epochs - 1, 1)) for e, arm in enumerate(arms, start=1) if e > half]
-    regret = sum(1.0 - arm_value(case, a, p) for a, p in late) / len(late)
-    distance = sum(_distance(case, a, p) for a, p in late) / len(late)
-    degenerate = sum(arm_degeneracy(a, 0.05, 0.95)["degenerate"] for a, _ in late) / len(late)
-    return CaseResult(regret, distance, degenerate, arms, schedule.history(), seconds)
-
-
-@dataclass(frozen=True)
-class ScheduleFactory:
-    """A picklable ``seed -> schedule`` for :func:`run_cases`: ``cls(d, seed=seed, **options)``.
-
-    Example:
-        >>> from tvolib.bandit import RandomSchedule
-        >>> ScheduleFactory.of(RandomSchedule, 5, window=2)(seed=0).d
-        5
-    """
-    cls: type
-    d: int
-    options: tuple[tuple[str, Any], ...] = ()
-
-    @classmethod
-    def of(cls, schedule_class: type, d: int, **options: Any) -> ScheduleFactory:
-        """The factory of ``schedule_class(d, seed=..., **options)`` (options kept sorted by name)."""
-        return cls(schedule_class, d, tuple(sorted(options.items())))
-
-    def __call__(self, seed: int) -> Schedule:
-        return self.cls(self.d, seed=seed, **dict(self.options))
-
-
-def _run_job(case: TestbedCase, make_schedule: Callable[[int], Schedule], seed: int) -> CaseResult:
-    torch.set_num_threads(1)  # a tiny GP: threads only contend with the other worker
-    return run_case(case, make_schedule, seed)
-
-
-def run_cases(jobs: Sequence[tuple[TestbedCase, Callable[[int], Schedule], int]],
-              max_workers: int = 2) -> list[CaseResult]:
-    """:func:`run_case` on every ``(case, make_schedule, seed)``, in ``max_workers`` processes.
-
-    Each run is independent (its noise seeded by its seed), so the results are those of
-    :func:`run_case` in one process with one torch thread, in the order of ``jobs``. The workers
-    are spawned, so ``make_schedule`` must pickle: a :class:`ScheduleFactory` or a module-level
-    function. ``max_workers=1`` runs them here, one after the other (with this process's threads).
-    """
-    jobs = list(jobs)
-    if max_workers <= 1 or len(jobs) <= 1:
-        return [run_case(*job) for job in jobs]
-    with ProcessPoolExecutor(min(max_workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(_run_job, *zip(*jobs)))
-
-
-def _distance(case: TestbedCase, arm: Sequence[float], progress: float) -> float:
-    """RMS distance of ``arm`` to the optimum at ``progress``, in the case's metric."""
-    if case.metric == "step":
-        return float(step_distance(arm, optimum_at(case, progress)))
-    return float(((torch.tensor(arm, dtype=torch.float64) - optimum_at(case, progress)) ** 2).mean().sqrt())
-
-
-#: Mean regret of uniformly random arms in the staggered domain that sets each case's width.
-RANDOM_REGRET = 0.6
-
-
 def calibrated_width(d: int, optimum: Sequence[float], drift_to: Sequence[float] | None = None,
                      target: float = RANDOM_REGRET, n_arms: int = 4096, metric: str = "points") -> float:
     """The width at which random arms of the staggered domain have mean regret ``target`` at mid-run.
@@ -358,23 +247,35 @@ def calibrated_width(d: int, optimum: Sequence[float], drift_to: Sequence[float]
     optimum in ``metric`` (:data:`METRICS`); the width is found by bisection (the mean regret
     falls as the width grows).
 
+    Raises:
+        ValueError: ``d`` below 2, an optimum (or ``drift_to``) that is not ``d - 1`` sorted finite points
+            in [0, 1], an unknown ``metric``, a ``target`` outside (0, 1), ``n_arms`` below 1, or no
+            width in [1e-4, 10] that reaches the target.
+
     Example:
         >>> calibrated_width(2, (0.2,))
         0.1158
     """
-    upper = torch.tensor(staggered_upper(d, 0.05, 0.95), dtype=torch.float64)
-    u = torch.rand(n_arms, d - 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    arms = torch.sort(0.05 + (upper - 0.05) * u, dim=-1).values
-    centre = torch.tensor(optimum, dtype=torch.float64)
+    d = check_int("d", d, 2)
+    centre = torch.tensor(_finite_points("optimum", optimum, d - 1), dtype=torch.float64)
     if drift_to is not None:
-        centre = (centre + torch.tensor(drift_to, dtype=torch.float64)) / 2
+        centre = (centre + torch.tensor(_finite_points("drift_to", drift_to, d - 1), dtype=torch.float64)) / 2
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}; got {metric!r}")
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < target < 1.0:
+        raise ValueError(f"target must be a mean regret strictly between 0 and 1; got {target!r}")
+    arms = random_arms(d, check_int("n_arms", n_arms, 1))
     sq = step_distance(arms, centre) ** 2 if metric == "step" else ((arms - centre) ** 2).mean(-1)
     lo, hi = 1e-4, 10.0
     for _ in range(60):
         mid = math.sqrt(lo * hi)
         regret = 1.0 - float(torch.exp(-sq / (2 * mid**2)).mean())
         lo, hi = (mid, hi) if regret > target else (lo, mid)
-    return round(math.sqrt(lo * hi), 4)
+    width = math.sqrt(lo * hi)
+    if not 1.001e-4 < width < 9.99:
+        raise ValueError(f"no width in [1e-4, 10] gives random arms a mean regret of target={target!r} for this "
+                         f"optimum (the bisection ended on its bound, {width:.4g})")
+    return round(width, 4)
 
 
 def _log_like(d: int) -> tuple[float, ...]:
@@ -430,16 +331,16 @@ def _cases() -> dict[str, TestbedCase]:
 
 #: The best schedule of the ``d3-step`` cases: two interior points, neither on an edge.
 STEP_OPTIMUM_D3 = (0.3, 0.65)
-#: The per-epoch noise of the ``-quiet`` step cases, a fifth of the default 0.5: the largest (to one
-#: figure) at which an oracle separates every step case's optimum from the best arm of one point
-#: fewer by three standard errors in the system tests' 160 epochs (module docstring). The ten-point
-#: case sets it: its ninth interior point is worth ``Delta_9 = 0.048``
-#: (:func:`~tvolib.bandit.oracle.best_regrets`), and ``0.048 sqrt(160 / 4) / 3 = 0.10``.
-QUIET_NOISE = 0.1
+# QUIET_NOISE (tvolib.bandit.testbed_common), the per-epoch noise of the ``-quiet`` step cases, a
+# fifth of the default 0.5: the largest (to one figure) at which an oracle separates every step
+# case's optimum from the best arm of one point fewer by three standard errors in the system tests'
+# 160 epochs (module docstring). The ten-point case sets it: its ninth interior point is worth
+# ``Delta_9 = 0.048`` (:func:`~tvolib.bandit.oracle.best_regrets`), and ``0.048 sqrt(160 / 4) / 3 = 0.10``.
 
 
 #: Every case: ``d{2,5,10}-{log,linear,corner}-{none,mild,strong,quick}`` (no corner at d = 2),
 #: ``d{2,5,10}-drift-{strong,quick}`` (log-like to late optimum) and, compared by step functions
 #: (arms of any length), ``d{3,5,10}-step-{mild,strong,mild-quiet}`` (two interior points best;
-#: four, spread; nine, spread; ``mild-quiet``: the mild trend at :data:`QUIET_NOISE`).
-CASES: dict[str, TestbedCase] = _cases()
+#: four, spread; nine, spread; ``mild-quiet``: the mild trend at :data:`QUIET_NOISE`); then the
+#: cases of the TVO's form, ``d*-tvo-*`` (:data:`~tvolib.bandit.testbed_tvo.TVO_CASES`).
+CASES: dict[str, TestbedCase | TvoCase] = {**_cases(), **TVO_CASES}
