@@ -18,7 +18,7 @@ from torch import Tensor
 
 from ..checks import check_int
 from .model import BanditGP, Hyperparameters, training_data
-from .state import check_history_sequence, parse_history
+from .state import check_history, check_history_sequence, parse_history
 
 __all__ = ["observations", "observed_rows", "replay", "reward_posterior"]
 
@@ -106,11 +106,13 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
     tensors ``(n,)`` in reward units (the standardisation is undone): the std is that of the latent
     reward ``f``, without observation noise. ``component="arm"``: the arm effect alone, what the
     acquisition ranked (without a trend term in the GP, the reward less the rewards' mean; with one,
-    also less the trend's prediction, the same for every arm).
+    also less the trend's prediction, the same for every arm). The rows are checked first, each value
+    by its rule (:func:`~tvolib.bandit.state.check_history`; a bad one is named by row and column).
     """
     if component not in ("total", "arm"):
         raise ValueError(f"component must be 'total' or 'arm'; got {component!r}")
     rows = parse_history(_rows(schedule_history), source="schedule_history", required=("round", "arm", "reward"))
+    check_history(rows, source="schedule_history")  # each value by its rule (no schedule: the rows alone)
     round_index = check_int("round_index (a recorded round)", round_index, 0)
     matches = [r for r in rows if int(r["round"]) == int(round_index)]
     if not matches:
@@ -188,12 +190,14 @@ def replay(schedule: Any, schedule_history: Any) -> list[list[float]]:
 
     Raises:
         ValueError: naming the row and what disagrees: a bad cell, rows out of order or not following
-            one another, a reward that contradicts ``skipped``, a first arm of another configuration or
-            seed, or a choice that differs from the recorded ``next_arm`` (an edited reward, or another
-            configuration or seed).
+            one another, a reward that contradicts ``skipped``, a value against its rule
+            (:func:`~tvolib.bandit.state.check_history`, the schedule's configuration included), a
+            first arm of another configuration or seed, or a choice that differs from the recorded
+            ``next_arm`` (an edited reward, or another configuration or seed).
     """
     rows = parse_history(_rows(schedule_history), source="schedule_history", required=("round", "arm", "reward"))
     check_history_sequence(rows, source="schedule_history")
+    check_history(rows, schedule, source="schedule_history")  # each value by its rule and the schedule's config
     arms = []
     for row in rows:
         if _vector(row["arm"]) != [float(v) for v in schedule.current_arm().tolist()]:

@@ -1,13 +1,16 @@
 """Checking a saved bandit state before anything is restored: every key, the window, each history row.
 
 A state that does not fit the schedule (another format or configuration, an arm outside the box or
-unsorted, a non-finite or huge reward or evidence, a history field of the wrong kind, rounds that do
-not follow one another, a bad generator state) raises a ``ValueError`` naming the key, so a damaged
-checkpoint never reaches the GP.
+unsorted, a non-finite or huge reward or evidence, a history field of the wrong kind or against its
+value rule, rounds that do not follow one another, a bad generator state) raises a ``ValueError``
+naming the key, so a damaged checkpoint never reaches the GP.
 
-The history's columns and what each holds are one table, :data:`HISTORY_FIELDS` (column -> kind of
-:data:`FIELD_KINDS`); :func:`parse_history` reads rows of any origin (``Schedule.history()``, a
-checkpoint, a CSV read back) through it, naming the row and column of a bad cell.
+The history's columns, what each holds and the rule its values follow are one table,
+:data:`HISTORY_FIELDS` (column -> kind of :data:`FIELD_KINDS` and a rule of
+:mod:`tvolib.bandit.rules`); :func:`parse_history` reads rows of any origin (``Schedule.history()``,
+a checkpoint, a CSV read back) as their kinds, naming the row and column of a bad cell, and
+:func:`check_history` checks every value by its rule (wherever records are read: a saved state, the
+runs' done check, ``replay``, ``reward_posterior``).
 
 Example:
     >>> parse_history([{"round": 0, "arm": "[0.1, 0.5]", "n_obs": float("nan"), "skipped": "False"}])
@@ -18,23 +21,22 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from ..checks import check_state, plain_value
+from . import rules as R
+from .rules import MAX_ABS_REWARD, Rule, RowContext, expected_config
 
 __all__ = [
-    "FIELD_KINDS", "HISTORY_FIELDS", "MAX_ABS_EVIDENCE", "MAX_ABS_REWARD", "STATE_VERSION", "check_history_sequence",
+    "FIELD_KINDS", "HISTORY_FIELDS", "MAX_ABS_EVIDENCE", "MAX_ABS_REWARD", "STATE_VERSION", "Field", "check_history", "check_history_sequence",
     "check_state_dict", "history_field", "parse_history",
 ]
 
 #: Format of :meth:`BanditScheduleBase.state_dict`: format 1 predates reward revision 2; format 3
 #: adds the protocol items (:mod:`tvolib.bandit.protocol`) to the saved configuration.
 STATE_VERSION = 3
-#: Largest reward magnitude a saved history may hold (a change of log-evidence in nats; a real
-#: window changes it by at most a few thousand).
-MAX_ABS_REWARD = 1e6
 #: Largest magnitude of a reported evidence (a log-evidence per example, in nats): a reward, the
 #: difference of two window values, then stays within :data:`MAX_ABS_REWARD`.
 MAX_ABS_EVIDENCE = MAX_ABS_REWARD / 2
@@ -56,30 +58,52 @@ FIELD_KINDS: dict[str, str] = {
     "ints": "a list of ints >= 0",
 }
 
-#: Every column of :meth:`~tvolib.bandit.base.BanditScheduleBase.history` and its kind (a new
-#: column is one line here). Columns a row lacks are not required by this table; columns it does
-#: not name pass unchecked.
-HISTORY_FIELDS: dict[str, str] = {
-    # the observation
-    "round": "int", "epoch": "int?", "start_epoch": "int?", "window": "int", "length": "int?", "early": "bool",
-    "arm": "vector", "betas": "vector", "evidence_start": "evidence?", "evidence_end": "evidence?",
-    "reward": "number", "skipped": "bool", "ignored_epochs": "ints",
+class Field(NamedTuple):
+    """A history column: its ``kind`` (a key of :data:`FIELD_KINDS`) and the :class:`~tvolib.bandit.rules.Rule`
+    its values follow."""
+
+    kind: str
+    rule: Rule
+
+
+#: Every column of :meth:`~tvolib.bandit.base.BanditScheduleBase.history`: its kind and its value
+#: rule (:mod:`tvolib.bandit.rules`; a new column is one line here). Columns a row lacks are not
+#: required by this table; columns it does not name pass unchecked. Rules are checked in this order
+#: (the configuration first, so that a bad value is blamed rather than the fields that depend on it).
+HISTORY_FIELDS: dict[str, Field] = {
     # the configuration
-    "d": "int", "lo": "float", "hi": "float", "upper": "vector", "sort": "bool", "time_varying": "bool",
-    "max_observations": "int?", "reward_rule": "str", "protocol": "str", "corner_guards": "bool",
-    "standardize": "str", "coordinate_scale": "vector", "trend": "bool", "guard_arms": "vectors?",
-    "d_min": "int", "d_max": "int",  # AdaptiveDBanditSchedule's range (its "d" is the round's)
-    # the decision
-    "source": "str", "lengthscale": "float?", "omega": "float?", "rho": "float?", "noise": "float?",
-    "trend_share": "float?", "trend_lengthscale": "float?",
-    "kappa": "float?", "acq_value": "float?", "fit_seconds": "float?", "acq_seconds": "float?",
-    "fit_ok": "bool?", "fit_evals": "int?", "n_obs": "int?", "n_dropped": "int?", "t_origin": "int?",
-    "t_pred": "int?", "y_mean": "float?", "y_std": "float?", "acq_by_d": "vector?", "d_draws": "vector?",
-    "points_dropped": "int?", "recommended_d": "int?", "recommended_arm": "vector?", "mean_by_d": "vector?",
-    "sd_by_d": "vector?", "gap_sd_by_d": "vector?",
+    "d_min": Field("int", R.D_MIN), "d_max": Field("int", R.D_MAX),  # AdaptiveDBanditSchedule's range
+    "d": Field("int", R.D), "lo": Field("float", R.LO), "hi": Field("float", R.HI), "upper": Field("vector", R.UPPER),
+    "sort": Field("bool", R.SORT), "time_varying": Field("bool", R.TIME_VARYING),
+    "max_observations": Field("int?", R.MAX_OBSERVATIONS), "reward_rule": Field("str", R.REWARD_RULE),
+    "protocol": Field("str", R.PROTOCOL), "corner_guards": Field("bool", R.CORNER_GUARDS),
+    "standardize": Field("str", R.STANDARDIZE), "coordinate_scale": Field("vector", R.COORDINATE_SCALE),
+    "trend": Field("bool", R.TREND), "guard_arms": Field("vectors?", R.GUARD_ARMS),
+    # the observation
+    "round": Field("int", R.ROUND), "epoch": Field("int?", R.EPOCH), "start_epoch": Field("int?", R.START_EPOCH),
+    "window": Field("int", R.WINDOW), "length": Field("int?", R.LENGTH), "early": Field("bool", R.EARLY),
+    "arm": Field("vector", R.ARM), "betas": Field("vector", R.BETAS),
+    "evidence_start": Field("evidence?", R.EVIDENCE_START), "evidence_end": Field("evidence?", R.EVIDENCE_END),
+    "reward": Field("number", R.REWARD), "skipped": Field("bool", R.SKIPPED),
+    "ignored_epochs": Field("ints", R.IGNORED_EPOCHS),
+    # the decision (what the GP saw first: the rules of the others refer to it)
+    "source": Field("str", R.SOURCE), "next_d": Field("int", R.NEXT_D), "n_obs": Field("int?", R.N_OBS),
+    "n_dropped": Field("int?", R.N_DROPPED), "t_origin": Field("int?", R.T_ORIGIN), "t_pred": Field("int?", R.T_PRED),
+    "y_mean": Field("float?", R.SET_ON_GP), "y_std": Field("float?", R.Y_STD), "lengthscale": Field("float?", R.LENGTHSCALE),
+    "rho": Field("float?", R.RHO), "omega": Field("float?", R.OMEGA), "noise": Field("float?", R.NOISE),
+    "trend_share": Field("float?", R.TREND_SHARE), "trend_lengthscale": Field("float?", R.TREND_LENGTHSCALE),
+    "kappa": Field("float?", R.KAPPA), "acq_value": Field("float?", R.ACQ_VALUE),
+    "fit_seconds": Field("float?", R.SECONDS), "acq_seconds": Field("float?", R.SECONDS),
+    "fit_ok": Field("bool?", R.SET_ON_GP), "fit_evals": Field("int?", R.SET_ON_GP),
+    # the adaptive bandit's decision and recommendation
+    "acq_by_d": Field("vector?", R.PER_D), "d_draws": Field("vector?", R.D_DRAWS),
+    "points_dropped": Field("int?", R.POINTS_DROPPED), "recommended_d": Field("int?", R.RECOMMENDED_D),
+    "recommended_arm": Field("vector?", R.RECOMMENDED_ARM), "mean_by_d": Field("vector?", R.PER_D),
+    "sd_by_d": Field("vector?", R.SDS_BY_D), "gap_sd_by_d": Field("vector?", R.SDS_BY_D),
     # the next arm
-    "next_arm": "vector", "next_d": "int", "next_spread": "float", "next_min_gap": "float?", "next_on_edge": "int",
-    "next_degenerate": "bool",
+    "next_arm": Field("vector", R.NEXT_ARM),
+    "next_spread": Field("float", R.DEGENERACY), "next_min_gap": Field("float?", R.DEGENERACY),
+    "next_on_edge": Field("int", R.DEGENERACY), "next_degenerate": Field("bool", R.DEGENERACY),
 }
 
 _STATE_KEYS = (
@@ -197,7 +221,7 @@ def parse_history(rows: Iterable[dict[str, Any]], *, source: str = "history",
         for key, value in row.items():
             if key in HISTORY_FIELDS:
                 try:
-                    parsed[key] = history_field(HISTORY_FIELDS[key], value)
+                    parsed[key] = history_field(HISTORY_FIELDS[key].kind, value)
                 except ValueError as exc:
                     raise ValueError(f"{where} column {key!r} {exc}") from None
         out.append(parsed)
@@ -223,6 +247,49 @@ def check_history_sequence(rows: Sequence[dict[str, Any]], *, source: str = "his
             raise ValueError(f"{source} round {row['round']}: its arm {row['arm']} is not round {prev['round']}'s "
                              f"next_arm {prev['next_arm']}: the rows do not follow one another (edited, or "
                              "from another run?)")
+
+
+def check_history(rows: Sequence[dict[str, Any]], schedule: Any = None, *, source: str = "history") -> None:
+    """Every field of rows read as their kinds (:func:`parse_history`, or a saved state's) follows its
+    value rule (:data:`HISTORY_FIELDS`, :mod:`tvolib.bandit.rules`): its range and its relations to
+    the row's other fields, to the previous row and, given ``schedule``, to the schedule's
+    configuration.
+
+    Args:
+        rows: one run's rounds in order.
+        schedule: the schedule the rows must fit (its configuration, not its state), or ``None``.
+        source: what the rows are, for messages.
+
+    Raises:
+        ValueError: naming the first row (position and round), column and value that break a rule,
+            and the rule.
+
+    Example:
+        >>> check_history([{"round": 0, "source": "alien"}], source="schedule_history.csv")
+        Traceback (most recent call last):
+        ...
+        ValueError: schedule_history.csv row 0 (round 0) column 'source' is 'alien', against its rule: one of random, \
+gp, corner (corner only with corner guards), never random after a GP round; random exactly while the GP keeps fewer \
+than the schedule's n_init rewards
+    """
+    expected = expected_config(schedule) if schedule is not None else {}
+    prev, observed = None, []
+    for i, row in enumerate(rows):
+        reward = row.get("reward")
+        if isinstance(reward, (int, float)) and math.isfinite(reward) and not row.get("skipped"):
+            observed.append(row.get("round", i))
+        ctx = RowContext(prev, tuple(observed), schedule, expected)
+        for key, field in HISTORY_FIELDS.items():
+            if key not in row:
+                continue
+            try:
+                ok = field.rule.check(key, row, ctx)
+            except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+                ok = False  # e.g. a length that indexes past a list: the values do not fit together
+            if not ok:
+                where = f"{source} row {i}" + (f" (round {row['round']!r})" if "round" in row else "")
+                raise ValueError(f"{where} column {key!r} is {row[key]!r:.120}, against its rule: {field.rule.text}")
+        prev = row
 
 
 def _bad(owner: str, key: str, expected: str, value: Any) -> ValueError:
@@ -264,6 +331,7 @@ def check_state_dict(schedule: Any, state: Any) -> None:
     for row in history:
         _check_history_row(schedule, owner, row)
     _check_rounds(schedule, owner, state)
+    check_history(history, schedule, source=f"{owner} state key 'history'")
     try:
         torch.Generator().set_state(state["generator"])
     except (TypeError, RuntimeError) as exc:
@@ -295,7 +363,7 @@ def _check_history_row(schedule: Any, owner: str, row: dict[str, Any]) -> None:
     _check_arm(schedule, owner, row["arm"], key=f"{where}.arm")
     _check_arm(schedule, owner, row["next_arm"], key=f"{where}.next_arm")
     for key, value in row.items():
-        kind = HISTORY_FIELDS.get(key)
+        kind = HISTORY_FIELDS[key].kind if key in HISTORY_FIELDS else None
         if kind is not None:
             try:
                 history_field(kind, value, strict=True)
