@@ -19,27 +19,33 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 __all__ = ["bernoulli_log_prob"]
 
 
 class _BernoulliLogProb(torch.autograd.Function):
-    """``y l - softplus(l)`` elementwise (broadcast), with its gradient written out."""
+    """``l (y - 1/2 - sign(l) / 2) - log(1 + exp(-|l|))`` elementwise (broadcast), with its gradient written out."""
 
     @staticmethod
     def forward(logits: Tensor, value: Tensor) -> Tensor:
-        # In place on two temporaries: allocating one per op cost more than the arithmetic here.
-        softplus = logits.abs().neg_().exp_().add_(1).log_().add_(logits.clamp_min(0))
-        return torch.mul(value, logits).sub_(softplus)
+        # y l - softplus(l), softplus(l) = max(l, 0) + log(1 + exp(-|l|)), with y l - max(l, 0)
+        # written as one product l (y - 1/2 - sign(l) / 2) (exact for y in {0, 1}): an infinite
+        # logit then never meets inf - inf, and gives -inf where torch does ((+inf, 0)). On the
+        # CPU (one thread, (10, 50, 784) float32) the forward pass takes 1.08 ms against 1.05 for
+        # y l - softplus(l), which is NaN at every +inf, and forward and backward 1.80 ms as
+        # before; torch.where(l > 0, y - 1, y) l was several times slower. In place on the
+        # temporaries: allocating one per op cost more than the arithmetic here.
+        log1p_exp = logits.abs().neg_().exp_().add_(1).log_()
+        return torch.sub(value - 0.5, torch.sign(logits), alpha=0.5).mul_(logits).sub_(log1p_exp)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Tensor, Tensor], output: Tensor) -> None:
         ctx.save_for_backward(*inputs)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        # Plain torch ops: with create_graph=True autograd records them, so a second derivative
+        # (-sigmoid'(l)) is available too.
         logits, value = ctx.saved_tensors
         grad_logits = grad_value = None
         if ctx.needs_input_grad[0]:  # d/dl [y l - softplus(l)] = y - sigmoid(l)
@@ -53,18 +59,33 @@ def bernoulli_log_prob(logits: Tensor, value: Tensor) -> Tensor:
     """Elementwise ``log Bernoulli(value; sigmoid(logits)) = value * logits - softplus(logits)``.
 
     Equal to ``torch.distributions.Bernoulli(logits=logits).log_prob(value)`` up to float32
-    rounding (see the module docstring for why it exists), with the same broadcasting.
+    rounding (see the module docstring for why it exists), with the same broadcasting, also at
+    infinite logits wherever torch's value is a number (``-inf`` for a value the logit makes
+    impossible, e.g. ``(+inf, 0)``); at ``(-inf, y > 0)``, where torch gives NaN, it gives the
+    limit ``-inf``, and at ``(+inf, 1)`` and ``(-inf, 0)`` NaN, as torch (``0 * inf``). Twice
+    differentiable (the gradient ``value - sigmoid(logits)`` is written out with torch's ops).
 
     Args:
-        logits: log-odds, any floating shape.
-        value: observations in {0, 1} (any value is accepted, as by ``Bernoulli``), broadcastable
-            against ``logits``.
+        logits: log-odds, a floating-point tensor of any shape.
+        value: observations in {0, 1} (any value is accepted, as by ``Bernoulli``), a tensor of any
+            dtype broadcastable against ``logits`` (converted to ``logits``' dtype).
 
     Returns:
         The log-probabilities, of the broadcast shape of ``logits`` and ``value``.
+
+    Raises:
+        ValueError: ``logits`` not a floating-point tensor (an integer one: convert it with
+            ``.float()``), or ``value`` not a tensor.
 
     Example:
         >>> bernoulli_log_prob(torch.tensor([0.0, 2.0]), torch.tensor([1.0, 0.0]))
         tensor([-0.6931, -2.1269])
     """
+    if not isinstance(logits, Tensor) or not logits.is_floating_point():
+        what = f"a {logits.dtype} tensor" if isinstance(logits, Tensor) else type(logits).__name__
+        raise ValueError(f"logits must be a floating-point tensor (float32 or float64); got {what} "
+                         "(convert it with torch.as_tensor(logits, dtype=torch.float32))")
+    if not isinstance(value, Tensor):
+        raise ValueError(f"value must be a tensor broadcastable against logits {tuple(logits.shape)}; got "
+                         f"{type(value).__name__} (convert it with torch.as_tensor(value))")
     return _BernoulliLogProb.apply(logits, value.to(logits.dtype))
