@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import io
 import math
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from tvolib.bandit import GPBanditSchedule, RandomSchedule, reward_posterior
+from tvolib.bandit import AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule, reward_posterior
 from tvolib.bandit.scheduler import evidence_spec_for
 from tvolib.schedules import Schedule
 from tvolib.tvo import log_uniform, validate_schedule
@@ -340,6 +341,28 @@ def test_reward_posterior_checks_its_grid_its_round_and_every_cell() -> None:
     del bad[3]["reward"]
     with pytest.raises(ValueError, match=r"row 3 \(round 3\) has no column\(s\) \['reward'\]"):
         reward_posterior(bad, 4, grid)
+
+
+def test_reward_posterior_names_an_adaptive_history_without_its_d_max_column(tmp_path) -> None:
+    """The adaptive-d bandit's rows, read back from a CSV whose d_max column (or every d column)
+    was dropped: named as that bandit's, not a ragged-tensor error deep inside."""
+    s = AdaptiveDBanditSchedule(4, seed=1, n_init=3, window=1, **FAST)
+    for k in range(5):
+        s.observe(0.1 * len(s.current_arm()) + 0.01 * k)
+    path = tmp_path / "schedule_history.csv"
+    pd.DataFrame(s.history()).drop(columns=["d_max"]).to_csv(path, index=False)
+    frame = pd.read_csv(path)
+    grid = torch.tensor([[0.1, 0.5]], dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"this schedule_history has columns \['d_min', 'next_d'\]: an "
+                                         r"AdaptiveDBanditSchedule's \(its d_max column is missing\)"):
+        reward_posterior(frame, 4, grid)
+    with pytest.raises(ValueError, match=r"has columns \['d_max', 'd_min', 'next_d'\]: an AdaptiveDBanditSchedule's, whose"):
+        reward_posterior(s.history(), 4, grid)
+    lengths = sorted({len(r["arm"]) for r in s.history()})
+    assert len(lengths) > 1  # seed 1 draws arms of more than one length
+    with pytest.raises(ValueError, match=re.escape(f"this schedule_history has arms of {lengths} points: an "
+                                                   "AdaptiveDBanditSchedule's (its d_max column is missing)")):
+        reward_posterior(frame.drop(columns=["d_min", "next_d"]), 4, grid)
 
 
 def test_posterior_rebuild_is_permutation_invariant_only_for_the_sorted_gp() -> None:

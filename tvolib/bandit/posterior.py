@@ -95,6 +95,19 @@ def observations(
     )
 
 
+def _refuse_adaptive(rows: list[dict[str, Any]]) -> None:
+    """Refuse the rows of an :class:`~tvolib.bandit.AdaptiveDBanditSchedule` (columns of ``d``'s
+    range, or arms of more than one length), also with their ``d_max`` column dropped."""
+    marks = [k for k in ("d_max", "d_min", "next_d") if any(_present(r.get(k)) for r in rows)]
+    lengths = sorted({len(r["arm"]) for r in rows if isinstance(r.get("arm"), (list, tuple))})
+    if marks or len(lengths) > 1:
+        found = f"columns {marks}" if marks else f"arms of {lengths} points"
+        lost = "" if "d_max" in marks else " (its d_max column is missing)"
+        raise ValueError(f"reward_posterior rebuilds GPBanditSchedule's GP (one d); this schedule_history has {found}: "
+                         f"an AdaptiveDBanditSchedule's{lost}, whose GP compares step functions of schedules of any "
+                         "d; its GP rounds record the posterior at the recommendation's candidates (mean_by_d, sd_by_d)")
+
+
 def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.ndarray | Sequence,
                      component: str = "total") -> tuple[Tensor, Tensor]:
     """Posterior mean and std of the reward ``f`` at ``grid``, as the bandit saw it after ``round_index``.
@@ -112,6 +125,7 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
     if component not in ("total", "arm"):
         raise ValueError(f"component must be 'total' or 'arm'; got {component!r}")
     rows = parse_history(_rows(schedule_history), source="schedule_history", required=("round", "arm", "reward"))
+    _refuse_adaptive(rows)
     check_history(rows, source="schedule_history")  # each value by its rule (no schedule: the rows alone)
     round_index = check_int("round_index (a recorded round)", round_index, 0)
     matches = [r for r in rows if int(r["round"]) == int(round_index)]
@@ -119,9 +133,6 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
         rounds = [int(r["round"]) for r in rows]
         raise ValueError(f"round {round_index} not in the history (recorded rounds: {rounds[:3]}...{rounds[-3:]})")
     row = matches[0]
-    if _present(row.get("d_max")):
-        raise ValueError("reward_posterior rebuilds GPBanditSchedule's GP (one d); this history is "
-                         "AdaptiveDBanditSchedule's, whose GP compares step functions of schedules of any d")
     if row.get("source") not in ("gp", "corner"):
         raise ValueError(
             f"no GP was fitted at round {round_index} (its next arm came from {row.get('source')!r}: "
