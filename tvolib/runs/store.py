@@ -38,18 +38,20 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from tvolib import paths
-from tvolib.bandit.state import parse_history
+from tvolib.bandit.state import check_history, parse_history
 from tvolib.checkpoint import CorruptFileError, atomic_write
 from tvolib.runs.kinds import get_kind
 from tvolib.training.run_folder import MODEL_ADVICE, RunFolder, load_model_state
+from tvolib.training.images import build_schedule
+from tvolib.training.pcfg import build_pcfg_schedule
 from tvolib.training.schedule import BANDIT_SCHEDULES
 
 __all__ = [
     "CONFIG_FILE", "FINAL_FILE", "HISTORY_FILE", "SCHEDULE_FILE", "ERROR_FILE", "CHECKPOINT_FILE",
-    "MODEL_FILE", "WALL_FILE", "FINAL_KEYS", "STATUSES", "PROBLEMS",
+    "MODEL_FILE", "WALL_FILE", "FINAL_KEYS", "STATUSES", "PROBLEMS", "FROM_SCRATCH",
     "RunFolderError", "RunState",
     "config_kind", "config_digest", "run_dir", "config_record", "config_from_dict", "load_config",
-    "inspect_run", "check_run", "clear_run", "error_headline", "schedule_history_problem",
+    "inspect_run", "check_run", "clear_run", "error_headline", "checkpoint_problem", "schedule_history_problem",
     "write_json", "write_records_csv", "read_records_csv",
 ]
 
@@ -68,20 +70,27 @@ FINAL_KEYS: tuple[str, ...] = ("kind", "digest", "epochs")
 STATUSES: tuple[str, ...] = ("done", "partial", "missing", "corrupt", "foreign")
 #: The statuses of folders that cannot be trusted (deleted by ``repair``).
 PROBLEMS: tuple[str, ...] = ("corrupt", "foreign")
+#: The way out of a folder whose checkpoint cannot be trusted (the end of its reason): ``repair``
+#: rebuilds results from the checkpoint, so it refuses such a folder.
+FROM_SCRATCH = ("no file can be rebuilt from it: delete the run folder and rerun the run from scratch (--repair "
+                "does not rebuild from a damaged checkpoint)")
 
 
 class RunFolderError(ValueError):
     """One or more run folders are corrupt or hold another config's files.
 
-    ``problems`` lists ``(folder, status, reason)``; the message says which folders to delete.
+    ``problems`` lists ``(folder, status, reason)``; the message says which folders to delete, and
+    offers ``--repair`` unless every reason ends in :data:`FROM_SCRATCH` (a damaged checkpoint).
     """
 
     def __init__(self, problems: Sequence[tuple[Path, str, str]]) -> None:
         self.problems = [(Path(f), s, r) for f, s, r in problems]
         parts = [f"run folder {f} is {s}: {r}" for f, s, r in self.problems]
+        repairable = [r for _, _, r in self.problems if FROM_SCRATCH not in r]
         advice = ("Delete the folder to recompute the run" if len(parts) == 1
                   else "Delete these folders to recompute the runs")
-        super().__init__("; ".join(parts) + f". {advice}, or rerun with --repair (repair=True).")
+        advice = f". {advice}, or rerun with --repair (repair=True)." if repairable else "."
+        super().__init__("; ".join(parts) + advice)
 
 
 @dataclass(frozen=True)
@@ -328,36 +337,80 @@ def _same_cell(mine: Any, theirs: Any) -> bool:
     return bool(mine == theirs)
 
 
+def _run_schedule(config: Any) -> Any:
+    """A fresh schedule of ``config`` on the CPU, what its saved bandit state must fit (``None`` for
+    a kind whose schedule this store cannot build)."""
+    builders = {"tvo": build_schedule, "pcfg": build_pcfg_schedule}
+    build = builders.get(config_kind(config))
+    return None if build is None else build(config, device="cpu")
+
+
+def _bandit_record_problem(config: Any, state: Any) -> str:
+    """Why a loaded checkpoint's bandit record cannot be trusted, or ``""``: the schedule of ``config``
+    must take its state (every key, every history row by kind and by value rule, the schedule's
+    configuration: :meth:`~tvolib.bandit.base.BanditScheduleBase.load_state_dict`)."""
+    schedule = _run_schedule(config)
+    try:
+        if schedule is not None:
+            schedule.load_state_dict(state.get("schedule") if isinstance(state, dict) else None)
+    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"{CHECKPOINT_FILE} is damaged: its bandit record cannot be restored ({detail}); {FROM_SCRATCH}"
+    return ""
+
+
+def checkpoint_problem(config: Any, folder: Path) -> str:
+    """Why ``repair`` cannot rebuild a bandit run's results from its checkpoint, or ``""``: a present
+    ``checkpoint.pt`` that cannot be read as this config's, or whose bandit record is damaged
+    (:func:`_bandit_record_problem`). The reason ends in :data:`FROM_SCRATCH`. Other runs, and a
+    bandit run without a checkpoint (retrained), pass."""
+    if not _bandit_run(config) or not (folder / CHECKPOINT_FILE).exists():
+        return ""
+    try:
+        state = RunFolder(folder).load_checkpoint(config.digest(), config.epochs, mmap=True)
+    except CorruptFileError as err:
+        return f"{str(err).split('; ')[0]}; {FROM_SCRATCH}"
+    return _bandit_record_problem(config, state)
+
+
 def schedule_history_problem(config: Any, folder: Path) -> str:
     """Why a complete bandit run's ``schedule_history.csv`` cannot be trusted, or ``""``.
 
-    The file must hold the rounds that the run's own final checkpoint records (its digest, at the
-    config's last epoch): one row per round, every column, every cell parsable as its kind
-    (:data:`tvolib.bandit.state.HISTORY_FIELDS`) and equal to the checkpoint's. Runs without a bandit
-    schedule pass.
+    First the run's own final checkpoint (its digest, at the config's last epoch), the record the
+    file is rebuilt from, must be sound: the schedule takes its bandit state (every history field by
+    kind and by value rule, :data:`tvolib.bandit.state.HISTORY_FIELDS`); a damaged one is named, with
+    the way out (:data:`FROM_SCRATCH`), never blamed on the file. Then the file must hold its rounds:
+    one row per round, every column, every cell parsable as its kind, every value by its rule and
+    equal to the checkpoint's. Runs without a bandit schedule pass.
     """
     if not _bandit_run(config):
         return ""
     try:
         state = RunFolder(folder).load_checkpoint(config.digest(), config.epochs, mmap=True)
     except CorruptFileError as err:
-        return f"{SCHEDULE_FILE} cannot be verified: {str(err).split('; ')[0]}"
+        return f"{SCHEDULE_FILE} cannot be verified: {str(err).split('; ')[0]}; {FROM_SCRATCH}"
     if state is None:
         return f"{SCHEDULE_FILE} cannot be verified: {CHECKPOINT_FILE}, the bandit's own record of its rounds, is missing"
     if state["epoch"] != config.epochs:
         return f"{CHECKPOINT_FILE} is at epoch {state['epoch']}, not the run's last epoch {config.epochs}"
-    bandit = state["schedule"]
-    recorded = bandit.get("history") if isinstance(bandit, dict) else None
+    damage = _bandit_record_problem(config, state)
+    if damage:
+        return damage
+    expected = parse_history(state["schedule"]["history"], source=CHECKPOINT_FILE)
     try:
-        if not isinstance(recorded, list):
-            raise ValueError(f"{CHECKPOINT_FILE} holds no bandit rounds (its schedule state has no history)")
-        expected = parse_history(recorded, source=CHECKPOINT_FILE)
         frame = read_records_csv(folder / SCHEDULE_FILE)
         rows = parse_history(frame.to_dict("records"), source=SCHEDULE_FILE)
     except RunFolderError as err:
         return err.problems[0][2]
     except ValueError as err:
         return str(err)
+    return _rounds_differ(frame, rows, expected, _run_schedule(config))
+
+
+def _rounds_differ(frame: pd.DataFrame, rows: list[dict[str, Any]], expected: list[dict[str, Any]],
+                   schedule: Any) -> str:
+    """How the file's rows (``frame``, parsed as ``rows``) differ from the checkpoint's rounds, or ``""``:
+    their number, their columns, a value against its rule (given ``schedule``), a cell."""
     if len(rows) != len(expected):
         return f"{SCHEDULE_FILE} holds {len(rows)} rows, not the {len(expected)} rounds recorded in {CHECKPOINT_FILE}"
     columns = [str(c) for c in frame.columns]
@@ -367,6 +420,10 @@ def schedule_history_problem(config: Any, folder: Path) -> str:
         parts = [f"lacks the columns {missing}"] if missing else []
         parts += [f"has the columns {extra}, which the rounds in {CHECKPOINT_FILE} do not"] if extra else []
         return f"{SCHEDULE_FILE} " + " and ".join(parts)
+    try:
+        check_history(rows, schedule, source=SCHEDULE_FILE)
+    except ValueError as err:
+        return f"{err} (edited, or another run's file?)"
     for i, (mine, theirs) in enumerate(zip(rows, expected)):
         for key in columns:
             if not _same_cell(mine.get(key), theirs.get(key)):
@@ -432,13 +489,21 @@ def clear_run(config: Any, results_root: str | os.PathLike[str] | None = None) -
     When ``config.json`` is this config's, only the result files (``final.json``, the CSVs and
     ``model.pt``) are removed and the trainer rebuilds them from its checkpoint (a complete run's
     checkpoint is at its last epoch: nothing is trained again); otherwise the whole folder is removed.
+
+    Raises:
+        RunFolderError: the results cannot be rebuilt because the bandit run's checkpoint is
+            damaged (:func:`checkpoint_problem`); nothing is removed, and the message says to delete
+            the folder and rerun the run from scratch.
     """
     folder = run_dir(config, results_root)
     if folder.is_file() or folder.is_symlink():
         folder.unlink()
     elif folder.is_dir() and (not (folder / CONFIG_FILE).exists() or _config_problem(config, folder) is not None):
         shutil.rmtree(folder)
-    else:
+    elif folder.is_dir():
+        reason = checkpoint_problem(config, folder)
+        if reason:  # nothing is removed: the results cannot be rebuilt from this checkpoint
+            raise RunFolderError([(folder, "corrupt", reason)])
         for name in (FINAL_FILE, HISTORY_FILE, SCHEDULE_FILE, MODEL_FILE):
             (folder / name).unlink(missing_ok=True)
 
