@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import multiprocessing.connection
 import pickle
-import queue
 import signal
 import time
 import traceback
@@ -206,15 +206,17 @@ def _check_jobs(jobs: Sequence[Any], max_workers: Any) -> tuple[list[Job], int]:
     return checked, workers
 
 
-def _worker(tasks: Any, results: Any, wid: int) -> None:
+def _worker(tasks: Any, conn: Any) -> None:
+    """Run jobs from ``tasks`` until ``None``, reporting on ``conn`` (a pipe: each message is sent
+    before the next line runs, so a result sent is a result kept, whatever ends the process next)."""
     torch.set_num_threads(1)  # a tiny GP: threads only contend with the other worker
     while (item := tasks.get()) is not None:
         index, case, make, seed = item
-        results.put(("start", wid, index, None))
+        conn.send(("start", index, None))
         try:
-            results.put(("done", wid, index, run_case(case, make, seed)))
+            conn.send(("done", index, run_case(case, make, seed)))
         except BaseException:  # noqa: BLE001 - reported to the parent, which raises
-            results.put(("error", wid, index, traceback.format_exc()))
+            conn.send(("error", index, traceback.format_exc()))
 
 
 def _describe(job: Job) -> str:
@@ -251,18 +253,21 @@ def run_cases(jobs: Sequence[tuple[Case, Callable[[int], Schedule], int]], max_w
     if workers == 1 or len(checked) <= 1:
         return [run_case(*job) for job in checked]
     ctx = multiprocessing.get_context("spawn")
-    tasks, answers = ctx.Queue(), ctx.Queue()
+    tasks = ctx.Queue()
     for index, job in enumerate(checked):
         tasks.put((index, *job))
     count = min(workers, len(checked))
     for _ in range(count):
         tasks.put(None)
-    procs = [ctx.Process(target=_worker, args=(tasks, answers, wid), daemon=True) for wid in range(count)]
+    pipes = [ctx.Pipe(duplex=False) for _ in range(count)]
+    procs = [ctx.Process(target=_worker, args=(tasks, send), daemon=True) for _, send in pipes]
     for proc in procs:
         proc.start()
+    for _, send in pipes:
+        send.close()  # the worker holds the only sending end: its death closes the pipe
     results: list[CaseResult | None] = [None] * len(checked)
     try:
-        _collect(procs, answers, checked, results)
+        _collect(procs, [receive for receive, _ in pipes], checked, results)
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -271,47 +276,37 @@ def run_cases(jobs: Sequence[tuple[Case, Callable[[int], Schedule], int]], max_w
     return results  # type: ignore[return-value]
 
 
-def _collect(procs: list[Any], answers: Any, jobs: list[Job], results: list[CaseResult | None]) -> None:
+def _collect(procs: list[Any], pipes: list[Any], jobs: list[Job], results: list[CaseResult | None]) -> None:
     """Read the workers' messages until every job is done; raise on a dead worker or a failed job."""
-    running: dict[int, int] = {}
-    left = len(jobs)
-    while left:
-        try:
-            kind, wid, index, payload = answers.get(timeout=0.2)
-        except queue.Empty:
-            if all(p.is_alive() for p in procs):
+    running: dict[int, int | None] = dict.fromkeys(range(len(procs)))
+    open_pipes = dict(enumerate(pipes))
+    while any(r is None for r in results):
+        ready = multiprocessing.connection.wait(list(open_pipes.values()))  # a worker's end gives EOF
+        for wid, pipe in list(open_pipes.items()):
+            if pipe not in ready:
                 continue
-            _drain(answers, running, results)  # what a worker sent before it ended is read first
-            dead = [(wid, p) for wid, p in enumerate(procs) if not p.is_alive() and (wid in running or p.exitcode)]
-            left = sum(r is None for r in results)
-            if dead and left:
-                wid, proc = dead[0]
-                index = running.get(wid)
-                what = f"while running job {index} ({_describe(jobs[index])})" if index is not None else "between jobs"
-                done = sum(r is not None for r in results)
-                raise TestbedJobError(f"a test-bed worker process (pid {proc.pid}) {_death(proc.exitcode)} {what}; "
-                                      f"{done} of {len(jobs)} jobs finished: their results are in this error's "
-                                      "results (None for the others)", -1 if index is None else index, results)
-            continue
-        if kind == "start":
-            running[wid] = index
-        elif kind == "done":
-            results[index], left = payload, left - 1
-            running.pop(wid, None)
-        else:
-            raise TestbedJobError(f"job {index} ({_describe(jobs[index])}) raised in its worker:\n{payload}", index,
-                                  results)
+            try:
+                kind, index, payload = pipe.recv()
+            except EOFError:  # the worker ended: everything it sent has been read
+                del open_pipes[wid]
+                procs[wid].join()
+                if running[wid] is not None or procs[wid].exitcode:
+                    _dead(procs[wid], running[wid], jobs, results)
+                continue
+            if kind == "start":
+                running[wid] = index
+            elif kind == "done":
+                results[index], running[wid] = payload, None
+            else:
+                raise TestbedJobError(f"job {index} ({_describe(jobs[index])}) raised in its worker:\n{payload}",
+                                      index, results)
+        if not open_pipes and any(r is None for r in results):
+            raise TestbedJobError("every test-bed worker ended with jobs left undone", -1, results)
 
 
-def _drain(answers: Any, running: dict[int, int], results: list[CaseResult | None]) -> None:
-    """Take the results that reached the queue before a worker died."""
-    while True:
-        try:
-            kind, wid, index, payload = answers.get(timeout=0.05)
-        except queue.Empty:
-            return
-        if kind == "start":
-            running[wid] = index
-        elif kind == "done":
-            results[index] = payload
-            running.pop(wid, None)
+def _dead(proc: Any, index: int | None, jobs: list[Job], results: list[CaseResult | None]) -> None:
+    what = f"while running job {index} ({_describe(jobs[index])})" if index is not None else "between jobs"
+    done = sum(r is not None for r in results)
+    raise TestbedJobError(f"a test-bed worker process (pid {proc.pid}) {_death(proc.exitcode)} {what}; {done} of "
+                          f"{len(jobs)} jobs finished: their results are in this error's results (None for the "
+                          "others)", -1 if index is None else index, results)

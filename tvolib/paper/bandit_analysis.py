@@ -152,7 +152,10 @@ def protocol_ablation_table(runs: pd.DataFrame, order: Sequence[str]) -> pd.Data
 def testbed_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """The test bed's table by ``(case, protocol)``, in the frame's order: mean regret and its
     standard error over seeds, mean RMS distance to the optimum, mean degenerate share, seeds, the
-    GP's rounds per run, and the regret relative to random arms' on the same case (< 1: better).
+    GP's rounds per run, the regret relative to random arms' on the same case (< 1: better) and,
+    where the frame has baselines (``kind == "baseline"``, :mod:`tvolib.bandit.testbed_baselines`),
+    ``kind``, ``runs`` (a result's cost in runs), ``beta1`` (the log rows') and the case's best
+    baseline (``best_baseline``, its ``best_baseline_regret``): what a user would have picked instead.
 
     Example:
         >>> frame = pd.DataFrame({"case": ["a"] * 4, "protocol": ["random arms"] * 2 + ["x"] * 2,
@@ -162,12 +165,18 @@ def testbed_summary(frame: pd.DataFrame) -> pd.DataFrame:
         [['random arms', 0.7, 1.0], ['x', 0.3, 0.43]]
     """
     require(frame, ["case", "protocol", "seed", "regret", "distance", "degenerate", "gp_rounds"], "testbed_summary")
+    extra = {c: (c, "first") for c in ("kind", "runs", "beta1") if c in frame.columns}
     grouped = frame.groupby(["case", "protocol"], sort=False)
     table = grouped.agg(regret=("regret", "mean"), regret_sem=("regret", "sem"), distance=("distance", "mean"),
                         degenerate=("degenerate", "mean"), seeds=("seed", "count"),
-                        gp_rounds=("gp_rounds", "mean")).reset_index()
+                        gp_rounds=("gp_rounds", "mean"), **extra).reset_index()
     random = table[table["protocol"] == "random arms"].set_index("case")["regret"]
     table["vs_random"] = table["regret"] / table["case"].map(random)
+    if "kind" in table.columns and (table["kind"] == "baseline").any():
+        baselines = table[table["kind"] == "baseline"]
+        best = baselines.loc[baselines.groupby("case", sort=False)["regret"].idxmin()].set_index("case")
+        table["best_baseline"] = table["case"].map(best["protocol"])
+        table["best_baseline_regret"] = table["case"].map(best["regret"])
     return table
 
 

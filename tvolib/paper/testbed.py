@@ -1,10 +1,14 @@
-"""The bandit test bed's results for the figure: every protocol on every case, cached on disk.
+"""The bandit test bed's results for the figure: every protocol and baseline on every case, cached on disk.
 
 :mod:`tvolib.bandit.testbed` defines the synthetic runs; this module runs a profile's cases for the
 protocols compared (the authors' code's, the text's, this package's, and random arms in the same
-domain), in a pool of worker processes, and caches the table in the results root under a name
-that changes with anything that changes the numbers (cases, protocols, seeds, the bandit's
-revision). The figure only reads the table.
+domain, :data:`TESTBED_PROTOCOLS`) and for what a user would pick instead
+(:data:`~tvolib.bandit.testbed_baselines.BASELINES`: the log schedule at its default ``beta_1``
+and grid-searched, linear, and on cases with an integrand moments and the bias-optimal schedule),
+in a pool of worker processes. Each case's rows are cached in the results root as
+``testbed/<case>-<key>.csv``, ``key`` changing with anything that changes its numbers (the case,
+protocols, baselines, seeds, the bandit's revision), so that a profile that adds cases computes only
+those. The figure only reads the table.
 
 Example:
     >>> frame = testbed_frame("smoke")            # doctest: +SKIP
@@ -23,11 +27,12 @@ import pandas as pd
 
 from tvolib import paths
 from tvolib.bandit import GPBanditSchedule, RandomSchedule
-from tvolib.bandit.testbed import CASES, CaseResult, ScheduleFactory, TestbedCase, run_cases
-from tvolib.paper.profiles import Profile, get_profile
+from tvolib.bandit.testbed import CASES, CaseResult, ScheduleFactory, TestbedCase, TvoCase, run_cases
+from tvolib.bandit.testbed_baselines import BASELINES, LOG_BETA1_GRID, UPDATE_EVERY, baseline_results
 from tvolib.checkpoint import atomic_write
+from tvolib.paper.profiles import Profile, get_profile
 
-__all__ = ["TESTBED_PROTOCOLS", "testbed_cases", "testbed_frame"]
+__all__ = ["COLUMNS", "TESTBED_PROTOCOLS", "testbed_cases", "testbed_frame"]
 
 #: The protocols compared: label -> options of :class:`~tvolib.bandit.GPBanditSchedule` (``None``:
 #: :class:`~tvolib.bandit.RandomSchedule`, random arms in the code's staggered domain).
@@ -37,9 +42,13 @@ TESTBED_PROTOCOLS: dict[str, dict[str, Any] | None] = {
     "paper-text": {"protocol": "paper-text"},
     "tvolib": {"protocol": "tvolib"},
 }
+#: The table's columns (``kind``: ``"bandit"`` for the protocols and random arms, ``"baseline"``;
+#: ``runs``: what one result costs in runs, 7 for the grid-searched log; ``beta1``: the log rows').
+COLUMNS = ("case", "d", "trend", "protocol", "kind", "seed", "regret", "distance", "degenerate", "rounds",
+           "gp_rounds", "seconds", "runs", "beta1")
 
 
-def testbed_cases(profile: Profile | str) -> list[TestbedCase]:
+def testbed_cases(profile: Profile | str) -> list[TestbedCase | TvoCase]:
     """The profile's cases (its ``testbed.cases``), with its ``testbed.epochs`` when set."""
     scale = get_profile(profile).testbed
     unknown = [name for name in scale.cases if name not in CASES]
@@ -52,49 +61,66 @@ def testbed_cases(profile: Profile | str) -> list[TestbedCase]:
     return cases
 
 
-def _factory(case: TestbedCase, options: dict[str, Any] | None) -> ScheduleFactory:
+def _factory(case: TestbedCase | TvoCase, options: dict[str, Any] | None) -> ScheduleFactory:
     """Random arms (``None``) or the GP bandit with ``options``, at the case's d and window."""
     if options is None:
         return ScheduleFactory.of(RandomSchedule, case.d, window=case.window)
     return ScheduleFactory.of(GPBanditSchedule, case.d, **{"window": case.window, "device": "cpu", **options})
 
 
-def _row(case: TestbedCase, label: str, seed: int, result: CaseResult) -> dict[str, Any]:
-    """One row of the table: a case, a protocol, a seed."""
-    gp = [row for row in result.history if row.get("source") in ("gp", "corner")]
+def _row(case: TestbedCase | TvoCase, label: str, seed: int, result: CaseResult, kind: str = "bandit",
+         runs: int = 1, beta1: float | None = None) -> dict[str, Any]:
+    """One row of the table: a case, a protocol or baseline, a seed."""
+    gp = [row for row in result.history if row.get("source") in ("gp", "corner")] if kind == "bandit" else []
     return {
-        "case": case.name, "d": case.d, "trend": case.trend, "protocol": label, "seed": seed,
+        "case": case.name, "d": case.d, "trend": case.trend, "protocol": label, "kind": kind, "seed": seed,
         "regret": result.regret, "distance": result.distance, "degenerate": result.degenerate,
-        "rounds": len(result.history), "gp_rounds": len(gp), "seconds": result.seconds,
+        "rounds": len(result.history) if kind == "bandit" else 0, "gp_rounds": len(gp), "seconds": result.seconds,
+        "runs": runs, "beta1": beta1,
     }
 
 
-def _key(cases: list[TestbedCase], seeds: int) -> str:
-    payload = {"cases": [dataclasses.asdict(c) for c in cases], "protocols": TESTBED_PROTOCOLS, "seeds": seeds,
+def _key(case: TestbedCase | TvoCase, seeds: int) -> str:
+    payload = {"case": {"class": type(case).__name__, **dataclasses.asdict(case)}, "protocols": TESTBED_PROTOCOLS,
+               "baselines": [BASELINES, LOG_BETA1_GRID, UPDATE_EVERY], "seeds": seeds,
                "revision": GPBanditSchedule.REVISION}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def _compute(cases: list[TestbedCase | TvoCase], seeds: int, max_workers: int) -> dict[str, pd.DataFrame]:
+    """Every protocol on ``cases`` for ``seeds`` seeds, and every baseline once (its rows repeated for
+    each seed: a baseline reads no reward, so its regret is the same whatever the seed)."""
+    jobs = [(case, label, seed) for case in cases for label in TESTBED_PROTOCOLS for seed in range(seeds)]
+    results = run_cases([(case, _factory(case, TESTBED_PROTOCOLS[label]), seed) for case, label, seed in jobs],
+                        max_workers)
+    rows = [_row(*job, result) for job, result in zip(jobs, results)]
+    for record in baseline_results(cases, max_workers):
+        rows += [_row(record["case"], record["protocol"], seed, record["result"], "baseline", record["runs"],
+                      record["beta1"]) for seed in range(seeds)]
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    return {case.name: frame[frame["case"] == case.name] for case in cases}
+
+
 def testbed_frame(profile: Profile | str, results_root: str | os.PathLike[str] | None = None,
                   max_workers: int = 2) -> pd.DataFrame:
-    """Every protocol of :data:`TESTBED_PROTOCOLS` on the profile's cases and seeds, one row each.
+    """Every protocol of :data:`TESTBED_PROTOCOLS` and every baseline on the profile's cases and seeds.
 
-    Read from ``<results root>/testbed-<key>.csv`` when it exists, else computed (``max_workers``
-    processes) and written there atomically.
+    Each case's rows are read from ``<results root>/testbed/<case>-<key>.csv`` when it exists, else
+    computed (``max_workers`` processes, the missing cases together) and written there atomically.
 
     Returns:
-        Columns ``case, d, trend, protocol, seed, regret, distance, degenerate, rounds, gp_rounds,
-        seconds`` (:func:`~tvolib.bandit.testbed.run_case`'s second-half metrics).
+        Columns :data:`COLUMNS`, one row per case, protocol (or baseline) and seed, cases in the
+        profile's order, the protocols then the baselines (:func:`~tvolib.bandit.testbed.run_case`'s
+        second-half metrics).
     """
     p = get_profile(profile)
     cases = testbed_cases(p)
-    path = Path(paths.results_root(results_root)) / f"testbed-{_key(cases, p.testbed.seeds)}.csv"
-    if path.exists():
-        return pd.read_csv(path)
-    jobs = [(case, label, seed) for case in cases for label in TESTBED_PROTOCOLS for seed in range(p.testbed.seeds)]
-    results = run_cases([(case, _factory(case, TESTBED_PROTOCOLS[label]), seed) for case, label, seed in jobs],
-                        max_workers)
-    frame = pd.DataFrame([_row(*job, result) for job, result in zip(jobs, results)])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda f: frame.to_csv(f, index=False), "w")
-    return frame
+    folder = Path(paths.results_root(results_root)) / "testbed"
+    files = {case.name: folder / f"{case.name}-{_key(case, p.testbed.seeds)}.csv" for case in cases}
+    missing = [case for case in cases if not files[case.name].exists()]
+    if missing:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, part in _compute(missing, p.testbed.seeds, max_workers).items():
+            atomic_write(files[name], lambda f, part=part: part.to_csv(f, index=False), "w")
+    frames = [pd.read_csv(files[case.name]) for case in cases]
+    return pd.concat(frames, ignore_index=True)

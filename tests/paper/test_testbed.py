@@ -1,0 +1,63 @@
+"""The test bed's table for Fig 12: protocols and baselines per case, cached per case, summarised."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tvolib.paper import testbed
+from tvolib.paper import bandit_analysis
+from tvolib.paper.profiles import TestbedScale, get_profile
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+CASES = ("d5-log-strong", "d5-tvo-lg-strong")
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return get_profile("smoke").replace(testbed=TestbedScale(cases=CASES, seeds=2, epochs=12))
+
+
+@pytest.fixture(scope="module")
+def frame(profile, tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    return root, testbed.testbed_frame(profile, root, max_workers=1)
+
+
+def test_every_case_has_the_protocols_for_every_seed_and_the_baselines(frame):
+    root, table = frame
+    assert list(table.columns) == list(testbed.COLUMNS)
+    for case in CASES:
+        rows = table[table["case"] == case]
+        bandits = rows[rows["kind"] == "bandit"]
+        assert set(bandits["protocol"]) == set(testbed.TESTBED_PROTOCOLS) and len(bandits) == 4 * 2
+        baselines = rows[rows["kind"] == "baseline"]
+        expected = {"log", "log (best beta_1)", "linear"} | ({"moments", "bias-optimal"} if "tvo" in case else set())
+        assert set(baselines["protocol"]) == expected
+        for _, runs in baselines.groupby("protocol"):  # a baseline reads no reward: one result for every seed
+            assert sorted(runs["seed"]) == [0, 1] and runs["regret"].nunique() == 1
+        by = baselines.drop_duplicates("protocol").set_index("protocol")
+        assert by.at["log", "beta1"] == 0.025 and by.at["log (best beta_1)", "runs"] == 7
+        assert by.at["log (best beta_1)", "regret"] <= by.at["log", "regret"]
+    assert len(list((root / "testbed").glob("*.csv"))) == len(CASES)
+
+
+def test_the_table_is_read_back_per_case_and_a_new_case_computes_only_itself(frame, profile, monkeypatch):
+    root, table = frame
+    again = testbed.testbed_frame(profile, root)
+    pd.testing.assert_frame_equal(again, table, check_dtype=False)
+    computed = []
+    real = testbed._compute
+    monkeypatch.setattr(testbed, "_compute", lambda cases, *a: computed.append([c.name for c in cases]) or real(cases, *a))
+    wider = profile.replace(testbed=TestbedScale(cases=CASES + ("d2-log-none",), seeds=2, epochs=12))
+    testbed.testbed_frame(wider, root, max_workers=1)
+    assert computed == [["d2-log-none"]]
+
+
+def test_the_summary_names_each_case_s_best_baseline(frame):
+    summary = bandit_analysis.testbed_summary(frame[1])
+    assert {"kind", "runs", "beta1", "best_baseline", "best_baseline_regret"} <= set(summary.columns)
+    for case, rows in summary.groupby("case"):
+        baselines = rows[rows["kind"] == "baseline"]
+        assert rows["best_baseline_regret"].iloc[0] == baselines["regret"].min()
+        assert (baselines["regret_sem"] == 0).all()
