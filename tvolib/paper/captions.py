@@ -152,7 +152,7 @@ def testbed_caption(profile: Profile | str | None) -> str:
 
     Example:
         >>> testbed_caption("smoke").split(";")[0]
-        "profile 'smoke', the bandit's test bed (synthetic runs, known optima): 2 cases"
+        "profile 'smoke', the bandit's test bed (synthetic runs, known optima): 3 cases"
     """
     scale = get_profile(profile).testbed
     epochs = "each case's 160 epochs" if scale.epochs is None else f"{scale.epochs} epochs"

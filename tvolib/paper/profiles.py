@@ -112,11 +112,14 @@ class TestbedScale:
 
 
 #: The test bed at every profile but smoke: d = 2, 5 and 10 under the strong trend, the optima of
-#: every kind, and the d = 5 log-like optimum under every other trend; five seeds.
+#: every kind, and the d = 5 log-like optimum under every other trend; then the cases of the TVO's
+#: form (tvolib.bandit.testbed_tvo): the closed-form integrand at d = 5 and 10 and moving at d = 5,
+#: the recorded run's moving integrand at d = 5 and 10 and under its own trend and noise; five seeds.
 TESTBED = TestbedScale(
     cases=("d2-log-strong", "d2-drift-strong", "d5-log-strong", "d5-linear-strong", "d5-corner-strong",
            "d5-drift-strong", "d5-log-none", "d5-log-mild", "d5-log-quick", "d10-log-strong",
-           "d10-corner-strong"),
+           "d10-corner-strong", "d5-tvo-lg-strong", "d10-tvo-lg-strong", "d5-tvo-lg-moving-strong",
+           "d5-tvo-recorded-strong", "d10-tvo-recorded-strong", "d5-tvo-recorded-quick"),
     seeds=5,
 )
 
@@ -484,7 +487,7 @@ _SMOKE = Profile(
     permutation_S_values=(5,),
     pcfg=PCFGScale(epochs=2, n_train=4, n_test=3, hidden_dim=16, train_max_words=7, eval_max_words=7,
                    max_productions=31, lr=1e-3, S_values=(2,), seeds=(0,), tail_fraction=0.25),
-    testbed=TestbedScale(cases=("d2-log-strong", "d5-log-strong"), seeds=1, epochs=60),
+    testbed=TestbedScale(cases=("d2-log-strong", "d5-log-strong", "d5-tvo-lg-strong"), seeds=1, epochs=60),
     departures=(
         "a plumbing check only (CI): 200 train / 100 test examples, 6 epochs, S = 5, d in {2, 5}, one seed, "
         "IWAE-50 evaluation, bandit window 1 epoch; the numbers mean nothing."
