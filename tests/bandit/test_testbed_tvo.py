@@ -124,8 +124,12 @@ def test_a_tvo_case_runs_through_run_case_with_a_regret_in_its_units():
 def test_bad_cases_and_arms_are_refused():
     with pytest.raises(ValueError, match="integrand must be one of"):
         TvoCase("t", 5, "bogus", 1.0, 1.0)
-    with pytest.raises(ValueError, match=r"d must be an int in \[2, 12\]"):
+    with pytest.raises(ValueError, match=r"d must be an int >= 2"):
         TvoCase("t", 1, "lg", 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"d must be an int in \[2, 12\]"):
+        TvoCase("t", 13, "lg", 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"epochs must be an int >= 2"):
+        TvoCase("t", 5, "lg", 1.0, 1.0, epochs=0)
     with pytest.raises(ValueError, match="scale must be a finite number > 0"):
         TvoCase("t", 5, "lg", 1.0, 0.0)
     with pytest.raises(ValueError, match="lam must be a finite number >= 0"):

@@ -93,8 +93,8 @@ import torch
 from ..checks import check_int
 from ..tvo import log_uniform
 from .protocol import staggered_upper
-from .testbed_common import (METRICS, QUICK_NOISE, QUIET_NOISE, RANDOM_REGRET, STEP_GRID, TRENDS, Case, random_arms,
-                             step_distance, trend_gain)
+from .testbed_common import (METRICS, QUICK_NOISE, QUIET_NOISE, RANDOM_REGRET, STEP_GRID, TRENDS, Case,
+                             check_run_fields, random_arms, step_distance, trend_gain)
 from .testbed_run import CaseResult, ScheduleFactory, TestbedJobError, run_case, run_cases
 from .testbed_tvo import TVO_CASES, TvoCase
 
@@ -135,23 +135,6 @@ def _finite_points(name: str, points: Any, count: int) -> tuple[float, ...]:
     return values
 
 
-def _check_run_fields(case: Any) -> None:
-    """The fields every case shares: ``d`` (>= 2), ``epochs``, ``window``, ``noise``, ``trend``, ``metric``."""
-    if isinstance(case.d, bool) or not isinstance(case.d, int) or case.d < 2:
-        raise ValueError(f"d must be an int >= 2 (b_0 = 0 and at least one interior point to choose); got {case.d!r}")
-    for name in ("epochs", "window"):
-        value = getattr(case, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "epochs" else 1):
-            raise ValueError(f"{name} must be an int >= {2 if name == 'epochs' else 1}; got {value!r}")
-    if isinstance(case.noise, bool) or not isinstance(case.noise, (int, float)) or not math.isfinite(case.noise) \
-            or case.noise < 0:
-        raise ValueError(f"noise must be a finite number >= 0 (per-epoch standard deviation); got {case.noise!r}")
-    if case.trend not in TRENDS:
-        raise ValueError(f"trend must be one of {list(TRENDS)}; got {case.trend!r}")
-    if case.metric not in METRICS:
-        raise ValueError(f"metric must be one of {list(METRICS)}; got {case.metric!r}")
-
-
 @dataclass(frozen=True)
 class TestbedCase:
     """One synthetic training run with a known best schedule.
@@ -186,7 +169,7 @@ class TestbedCase:
     metric: str = "points"
 
     def __post_init__(self) -> None:
-        _check_run_fields(self)
+        check_run_fields(self)
         object.__setattr__(self, "optimum", _finite_points("optimum", self.optimum, self.d - 1))
         if self.drift_to is not None:
             object.__setattr__(self, "drift_to", _finite_points("drift_to", self.drift_to, self.d - 1))

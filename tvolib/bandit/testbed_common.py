@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -33,6 +33,7 @@ __all__ = [
     "RANDOM_REGRET",
     "STEP_GRID",
     "TRENDS",
+    "check_run_fields",
     "random_arms",
     "step_distance",
     "trend_gain",
@@ -81,6 +82,24 @@ class Case(Protocol):
 
     def distance(self, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
         """RMS distance of the arm to the optimum at ``progress`` (beta units, the case's metric)."""
+
+
+def check_run_fields(case: Any) -> None:
+    """The fields every case shares: ``d`` (>= 2), ``epochs``, ``window``, ``noise``, ``trend``, ``metric``."""
+    if isinstance(case.d, bool) or not isinstance(case.d, int) or case.d < 2:
+        raise ValueError(f"d must be an int >= 2 (b_0 = 0 and at least one interior point to choose); got {case.d!r}")
+    for name in ("epochs", "window"):
+        value = getattr(case, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "epochs" else 1):
+            why = " (the metrics average the run's second half)" if name == "epochs" else " (epochs per window)"
+            raise ValueError(f"{name} must be an int >= {2 if name == 'epochs' else 1}{why}; got {value!r}")
+    if isinstance(case.noise, bool) or not isinstance(case.noise, (int, float)) or not math.isfinite(case.noise) \
+            or case.noise < 0:
+        raise ValueError(f"noise must be a finite number >= 0 (per-epoch standard deviation); got {case.noise!r}")
+    if case.trend not in TRENDS:
+        raise ValueError(f"trend must be one of {list(TRENDS)}; got {case.trend!r}")
+    if case.metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}; got {case.metric!r}")
 
 
 def trend_gain(case: Case, epoch: int) -> float:

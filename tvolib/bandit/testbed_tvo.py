@@ -72,7 +72,7 @@ from ..checks import check_int
 from ..bias_optimal import bias_optimal_points, default_grid
 from ..models.linear_gaussian import LinearGaussian
 from .threads import one_blas_thread
-from .testbed_common import METRICS, QUICK_NOISE, QUIET_NOISE, RANDOM_REGRET, TRENDS, random_arms, step_distance
+from .testbed_common import QUICK_NOISE, QUIET_NOISE, RANDOM_REGRET, check_run_fields, random_arms, step_distance
 
 __all__ = [
     "D_MAX",
@@ -253,14 +253,11 @@ class TvoCase:
     def __post_init__(self) -> None:
         if self.integrand not in INTEGRANDS:
             raise ValueError(f"integrand must be one of {list(INTEGRANDS)}; got {self.integrand!r}")
-        if self.trend not in TRENDS:
-            raise ValueError(f"trend must be one of {list(TRENDS)}; got {self.trend!r}")
-        if self.metric not in METRICS:
-            raise ValueError(f"metric must be one of {list(METRICS)}; got {self.metric!r}")
-        if isinstance(self.d, bool) or not isinstance(self.d, int) or not 2 <= self.d <= D_MAX:
+        check_run_fields(self)
+        if self.d > D_MAX:
             raise ValueError(f"d must be an int in [2, {D_MAX}] (b_0 = 0 and at least one interior point); "
                              f"got {self.d!r}")
-        for field in ("lam", "kappa", "scale", "noise"):
+        for field in ("lam", "kappa", "scale"):
             value = getattr(self, field)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"{field} must be a finite number >= 0; got {value!r}")
