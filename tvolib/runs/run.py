@@ -7,7 +7,6 @@ from its checkpoint. Results are written last, ``final.json`` after everything e
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 import traceback
@@ -25,8 +24,9 @@ from tvolib.runs.kinds import TrainFn, get_kind
 from tvolib.training.many import TrainManyError, train_many
 from tvolib.training.run_folder import RunFolder, RunLockedError
 from tvolib.runs.readers import load_final
+from tvolib.runs.wall_time import attempt_trains, close_attempt, read_wall, start_attempt
 from tvolib.runs.store import (
-    CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, FINAL_FILE, HISTORY_FILE, PROBLEMS, SCHEDULE_FILE, WALL_FILE,
+    CONFIG_FILE, ERROR_FILE, FINAL_FILE, HISTORY_FILE, PROBLEMS, SCHEDULE_FILE,
     RunFolderError, clear_run, config_kind, config_record, inspect_run, run_dir, write_json, write_records_csv,
 )
 
@@ -85,21 +85,6 @@ def _get(result: Any, name: str, default: Any) -> Any:
     return getattr(result, name, default)
 
 
-def _read_wall(folder: Path) -> float:
-    """Seconds spent by earlier attempts: ``wall_time.json``'s, plus, for an attempt that was killed
-    (its start recorded, its end not), the time from its start to its last checkpoint."""
-    try:
-        record = json.loads((folder / WALL_FILE).read_text())
-        seconds = float(record["seconds"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0.0
-    started = record.get("attempt_started") if isinstance(record, dict) else None
-    checkpoint = folder / CHECKPOINT_FILE
-    if isinstance(started, (int, float)) and checkpoint.is_file():
-        seconds += max(0.0, checkpoint.stat().st_mtime - started)
-    return seconds
-
-
 def _record(result: Any, config: Any, folder: Path, wall_seconds: float) -> dict[str, Any]:
     """Write a trained run's CSVs and ``final.json`` (last); raise if the trainer's run is incomplete."""
     final = dict(_get(result, "final", {}) or {})
@@ -115,25 +100,28 @@ def _record(result: Any, config: Any, folder: Path, wall_seconds: float) -> dict
     final.setdefault("wall_seconds", wall_seconds)
     final["digest"] = config.digest()
     final["kind"] = config_kind(config)
+    close_attempt(folder, final["wall_seconds"])  # before final.json: a finished attempt is never counted again
     write_json(folder / FINAL_FILE, final)  # last: marks completion
     return final
 
 
 def _record_failure(folder: Path, wall_seconds: float, error: BaseException) -> None:
-    """``wall_time.json`` (summed into the next attempt's) and ``error.txt`` with ``error``'s traceback."""
-    write_json(folder / WALL_FILE, {"seconds": wall_seconds})
+    """``wall_time.json`` closed (summed into the next attempt's) and ``error.txt`` with ``error``'s traceback."""
+    close_attempt(folder, wall_seconds)
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     atomic_write(folder / ERROR_FILE, lambda f: f.write(text), "w")
 
 
 def _train_and_record(fn: TrainFn, config: Any, folder: Path, options: Mapping[str, Any]) -> dict[str, Any]:
-    """Train, then write the CSVs and ``final.json`` (last); on failure write ``error.txt`` and re-raise."""
-    previous = _read_wall(folder)
+    """Train, then write the CSVs and ``final.json`` (last); on failure write ``error.txt`` and re-raise.
+    The wall time is the earlier attempts' plus this one's, unless it had no epoch to train."""
+    previous, trains = read_wall(folder), attempt_trains(folder, getattr(config, "epochs", None))
     start = time.perf_counter()
+    spent = lambda: previous + (time.perf_counter() - start if trains else 0.0)  # noqa: E731
     try:
-        return _record(fn(config, folder, **options), config, folder, previous + time.perf_counter() - start)
+        return _record(fn(config, folder, **options), config, folder, spent())
     except Exception as error:
-        _record_failure(folder, previous + time.perf_counter() - start, error)
+        _record_failure(folder, spent(), error)
         raise
 
 
@@ -156,11 +144,12 @@ def _open_folder(config: Any, results_root: str | os.PathLike[str] | None, repai
 
 def _start_attempt(config: Any, folder: Path) -> None:
     """A locked folder about to train: its ``config.json`` written, the last attempt's error removed, its
-    start recorded in ``wall_time.json`` (so that a killed attempt's time still counts)."""
+    start recorded in ``wall_time.json`` (so that a killed attempt's time still counts:
+    :mod:`tvolib.runs.wall_time`)."""
     if not (folder / CONFIG_FILE).exists():
         write_json(folder / CONFIG_FILE, config_record(config))
     (folder / ERROR_FILE).unlink(missing_ok=True)
-    write_json(folder / WALL_FILE, {"seconds": _read_wall(folder), "attempt_started": time.time()})
+    start_attempt(folder)
 
 
 def run_one(
@@ -266,18 +255,20 @@ def run_stack(
 def _train_stack(configs: Sequence[Any], folders: list[Path], todo: list[int], outcomes: list[Any],
                  options: dict[str, Any]) -> None:
     """``train_many`` over ``todo``; each run's files (or ``error.txt``) written and its outcome set."""
-    previous = [_read_wall(folder) for folder in folders]
+    previous = [read_wall(folder) for folder in folders]
+    trains = [attempt_trains(folder, getattr(configs[i], "epochs", None)) for i, folder in zip(todo, folders)]
     start = time.perf_counter()
     try:
         results: list[Any] = train_many([configs[i] for i in todo], folders, **options)
     except TrainManyError as err:
         results = err.outcomes
     share = (time.perf_counter() - start) / len(todo)
-    for i, folder, before, result in zip(todo, folders, previous, results):
+    for i, folder, before, trained, result in zip(todo, folders, previous, trains, results):
+        spent = before + (share if trained else 0.0)
         try:
             if isinstance(result, BaseException):
                 raise result
-            outcomes[i] = _record(result, configs[i], folder, before + share)
+            outcomes[i] = _record(result, configs[i], folder, spent)
         except Exception as error:  # noqa: BLE001 -- this run's failure, recorded; the others go on
-            _record_failure(folder, before + share, error)
+            _record_failure(folder, spent, error)
             outcomes[i] = error
