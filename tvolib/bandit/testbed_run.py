@@ -206,13 +206,13 @@ def _check_jobs(jobs: Sequence[Any], max_workers: Any) -> tuple[list[Job], int]:
     return checked, workers
 
 
-def _worker(tasks: Any, conn: Any) -> None:
-    """Run jobs from ``tasks`` until ``None``, reporting on ``conn`` (a pipe: each message is sent
-    before the next line runs, so a result sent is a result kept, whatever ends the process next)."""
+def _worker(conn: Any) -> None:
+    """Run the jobs the parent sends on ``conn`` until ``None``, answering each on ``conn`` (a pipe:
+    each answer is sent before the next line runs, so a result sent is a result kept, whatever
+    ends the process next)."""
     torch.set_num_threads(1)  # a tiny GP: threads only contend with the other worker
-    while (item := tasks.get()) is not None:
+    while (item := conn.recv()) is not None:
         index, case, make, seed = item
-        conn.send(("start", index, None))
         try:
             conn.send(("done", index, run_case(case, make, seed)))
         except BaseException:  # noqa: BLE001 - reported to the parent, which raises
@@ -253,55 +253,58 @@ def run_cases(jobs: Sequence[tuple[Case, Callable[[int], Schedule], int]], max_w
     if workers == 1 or len(checked) <= 1:
         return [run_case(*job) for job in checked]
     ctx = multiprocessing.get_context("spawn")
-    tasks = ctx.Queue()
-    for index, job in enumerate(checked):
-        tasks.put((index, *job))
-    count = min(workers, len(checked))
-    for _ in range(count):
-        tasks.put(None)
-    pipes = [ctx.Pipe(duplex=False) for _ in range(count)]
-    procs = [ctx.Process(target=_worker, args=(tasks, send), daemon=True) for _, send in pipes]
+    pipes = [ctx.Pipe() for _ in range(min(workers, len(checked)))]
+    procs = [ctx.Process(target=_worker, args=(child,), daemon=True) for _, child in pipes]
     for proc in procs:
         proc.start()
-    for _, send in pipes:
-        send.close()  # the worker holds the only sending end: its death closes the pipe
+    for _, child in pipes:
+        child.close()  # the worker holds the only other end: its death closes the pipe
     results: list[CaseResult | None] = [None] * len(checked)
     try:
-        _collect(procs, [receive for receive, _ in pipes], checked, results)
+        _collect(procs, [parent for parent, _ in pipes], checked, results)
     finally:
         for proc in procs:
             if proc.is_alive():
                 proc.terminate()
             proc.join()
+        for parent, _ in pipes:
+            parent.close()
     return results  # type: ignore[return-value]
 
 
 def _collect(procs: list[Any], pipes: list[Any], jobs: list[Job], results: list[CaseResult | None]) -> None:
-    """Read the workers' messages until every job is done; raise on a dead worker or a failed job."""
-    running: dict[int, int | None] = dict.fromkeys(range(len(procs)))
+    """Hand each idle worker the next job and read its answer, until every job is done; raise on a
+    dead worker or a failed job."""
+    todo = iter(range(len(jobs)))
+    running: dict[int, int | None] = {}
     open_pipes = dict(enumerate(pipes))
-    while any(r is None for r in results):
-        ready = multiprocessing.connection.wait(list(open_pipes.values()))  # a worker's end gives EOF
-        for wid, pipe in list(open_pipes.items()):
-            if pipe not in ready:
-                continue
+
+    def hand_out(wid: int) -> None:
+        index = next(todo, None)
+        running[wid] = index
+        try:
+            open_pipes[wid].send(None if index is None else (index, *jobs[index]))
+        except (BrokenPipeError, OSError):
+            pass  # the worker is gone: its pipe's end says so below
+
+    for wid in open_pipes:
+        hand_out(wid)
+    while open_pipes:
+        for pipe in multiprocessing.connection.wait(list(open_pipes.values())):
+            wid = next(w for w, p in open_pipes.items() if p is pipe)
             try:
                 kind, index, payload = pipe.recv()
-            except EOFError:  # the worker ended: everything it sent has been read
+            except (EOFError, OSError):  # the worker ended: everything it sent has been read
                 del open_pipes[wid]
                 procs[wid].join()
                 if running[wid] is not None or procs[wid].exitcode:
                     _dead(procs[wid], running[wid], jobs, results)
                 continue
-            if kind == "start":
-                running[wid] = index
-            elif kind == "done":
-                results[index], running[wid] = payload, None
-            else:
+            if kind == "error":
                 raise TestbedJobError(f"job {index} ({_describe(jobs[index])}) raised in its worker:\n{payload}",
                                       index, results)
-        if not open_pipes and any(r is None for r in results):
-            raise TestbedJobError("every test-bed worker ended with jobs left undone", -1, results)
+            results[index] = payload
+            hand_out(wid)
 
 
 def _dead(proc: Any, index: int | None, jobs: list[Job], results: list[CaseResult | None]) -> None:
