@@ -167,3 +167,34 @@ def test_the_code_and_text_protocols_fail_under_a_strong_trend():
     for protocol in ("code", "paper-text"):
         assert np.mean([g.regret for g in _runs("d5-log-strong", protocol)]) > random, protocol
     assert np.mean([g.degenerate for g in _runs("d5-log-strong", "code")]) > 0.4
+
+
+class _Recording(RandomSchedule):
+    """Random arms that keep every evidence they are told."""
+
+    def __init__(self, d, seed):
+        super().__init__(d, window=2, seed=seed)
+        self.told = []
+
+    def step(self, epoch, evidence=None, log_weights=None):
+        self.told.append(evidence)
+        super().step(epoch, evidence)
+
+
+def test_a_bump_case_s_evidence_is_its_formula_to_the_bit():
+    """L_e = L_{e-1} + trend + (f - 1/2) + noise, summed in that order (the cached tables and the
+    recorded bandit histories rest on these bits)."""
+    case = dataclasses.replace(CASES["d5-drift-quick"], epochs=20)
+    made = []
+    run_case(case, lambda seed: made.append(_Recording(5, seed)) or made[-1], 4)
+    schedule = made[0]
+    noise = torch.Generator().manual_seed(10_000 + 4)
+    std, corr = case.noise_model
+    evidence, wander, expected = 0.0, 0.0, [0.0]
+    for epoch, arm in enumerate(run_case(case, lambda seed: _Recording(5, seed), 4).arms, start=1):
+        progress = (epoch - 1) / (case.epochs - 1)
+        draw = float(torch.randn((), generator=noise, dtype=torch.float64))
+        wander = corr * wander + math.sqrt(1 - corr**2) * draw if epoch > 1 else draw
+        evidence += TRENDS[case.trend](epoch, case.epochs) + arm_value(case, arm, progress) - 0.5 + std * wander
+        expected.append(evidence)
+    assert schedule.told == expected

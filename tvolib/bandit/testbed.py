@@ -182,6 +182,10 @@ class TestbedCase:
         """``(standard deviation, lag-one correlation)`` of the per-epoch noise."""
         return QUICK_NOISE if self.trend == "quick" else (self.noise, 0.0)
 
+    def effect(self, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
+        """``f(arm, progress) - 1/2`` (:func:`arm_value`), the arm's part of an epoch's evidence gain."""
+        return arm_value(self, arm, progress) - 0.5
+
     def regret(self, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
         """``1 - f(arm, progress)`` (:func:`arm_value`): 0 at the optimum, at most 1."""
         return 1.0 - arm_value(self, arm, progress)

@@ -77,6 +77,9 @@ class Case(Protocol):
     def noise_model(self) -> tuple[float, float]:
         """``(standard deviation, lag-one correlation)`` of the per-epoch noise."""
 
+    def effect(self, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
+        """The arm's part of an epoch's evidence gain at ``progress``: ``1/2 - regret`` (arm-effect units)."""
+
     def regret(self, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
         """The arm's regret at ``progress`` in [0, 1]: 0 at the optimum, arm-effect units."""
 

@@ -99,10 +99,11 @@ def run_case(case: Case, make_schedule: Callable[[int], Schedule], seed: int) ->
     ``step(0, L_0)`` first, then for each epoch ``e = 1..T``: train with ``current()`` (its interior
     points are the arm), add the epoch's evidence gain
 
-        L_e - L_{e-1} = trend(e) + (1/2 - regret(arm, p_e)) + noise_e,    p_e = (e - 1) / (T - 1),
+        L_e - L_{e-1} = trend(e) + effect(arm, p_e) + noise_e,    p_e = (e - 1) / (T - 1),
 
-    and ``step(e, evidence=L_e)``. The noise is seeded by ``seed``, so two schedules with one seed
-    see the same noise draws.
+    and ``step(e, evidence=L_e)``, the arm's effect ``1/2 - regret`` (written ``f - 1/2`` for the bump
+    cases, as it always was, so that their evidence is the same to the bit). The noise is seeded by
+    ``seed``, so two schedules with one seed see the same noise draws.
 
     Args:
         case: a case of :data:`tvolib.bandit.testbed.CASES` (not its name).
@@ -128,7 +129,7 @@ def run_case(case: Case, make_schedule: Callable[[int], Schedule], seed: int) ->
         progress = (epoch - 1) / max(case.epochs - 1, 1)
         draw = float(torch.randn((), generator=noise, dtype=torch.float64))
         wander = corr * wander + math.sqrt(1 - corr**2) * draw if epoch > 1 else draw
-        evidence += trend_gain(case, epoch) + 0.5 - case.regret(arm, progress) + std * wander
+        evidence += trend_gain(case, epoch) + case.effect(arm, progress) + std * wander
         schedule.step(epoch, evidence=evidence)
     seconds = time.perf_counter() - start
     half = case.epochs // 2

@@ -286,6 +286,10 @@ class TvoCase:
         cost = (self.lam * torch.exp(-b / TAU) + self.kappa).sum(-1)
         return integrand.integral(progress) - total + cost
 
+    def effect(self, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
+        """``1/2 - regret(arm, progress)``: the arm's part of an epoch's evidence gain (module docstring)."""
+        return 0.5 - self.regret(arm, progress)
+
     def regret(self, arm: Sequence[float] | torch.Tensor, progress: float) -> float:
         """The arm's regret at ``progress``: ``(loss(arm) - loss(optimum)) / scale``, 0 at the optimum.
 
