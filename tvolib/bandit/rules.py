@@ -174,7 +174,7 @@ def _start_epoch(value: int | None, row: dict[str, Any], ctx: RowContext) -> boo
 
 def _epoch(value: int | None, row: dict[str, Any], ctx: RowContext) -> bool:
     start = _get(row, "start_epoch")
-    return start is _MISSING or (value is None) == (start is None) and (value is None or value > start)
+    return start is _MISSING or ((value is None) == (start is None) and (value is None or value > start))
 
 
 def _window(value: int, row: dict[str, Any], ctx: RowContext) -> bool:
