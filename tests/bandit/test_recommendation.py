@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -95,3 +96,125 @@ def test_an_arm_and_its_copy_with_a_tied_point_share_one_posterior():
     lower = pair_mean - pair_cov.diagonal().sqrt()
     assert highest_lower_bound(gp, pair) is pair[int(torch.argmax(lower))]
     assert highest_lower_bound(gp, pair[::-1]) is pair[int(torch.argmax(lower))]
+
+
+# ----- bad input: named, never a recommendation ---------------------------------------------------
+INF, NAN = float("inf"), float("nan")
+EYE = torch.eye(3, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("mean, message", [
+    ([0.0, INF, 1.0], r"mean must be finite; got inf at candidate 1"),
+    ([0.0, 1.0, -INF], r"mean must be finite; got -inf at candidate 2"),
+    ([NAN, 1.0, 0.0], r"mean must be finite; got nan at candidate 0"),
+])
+def test_a_mean_that_is_not_finite_is_refused(mean, message):
+    """+inf would be recommended; NaN made the search for the first candidate within the tolerance
+    find none (a bare StopIteration)."""
+    with pytest.raises(ValueError, match=message):
+        one_standard_error_rule(torch.tensor(mean, dtype=torch.float64), EYE)
+
+
+@pytest.mark.parametrize("entry, value, message", [
+    ((1, 1), NAN, r"cov must be finite; got nan at entry \(1, 1\)"),
+    ((0, 2), INF, r"cov must be finite; got inf at entry \(0, 2\)"),
+    ((2, 2), -0.5, r"cov's diagonal holds variances, which must be >= 0; got -0.5 at candidate 2"),
+])
+def test_a_covariance_that_is_not_finite_or_has_a_negative_variance_is_refused(entry, value, message):
+    cov = EYE.clone()
+    cov[entry] = value
+    with pytest.raises(ValueError, match=message):
+        one_standard_error_rule(torch.tensor([0.0, 1.0, 1.1], dtype=torch.float64), cov)
+
+
+def test_a_covariance_that_is_not_positive_semi_definite_is_refused():
+    """With a negative variance of the difference the gap's sd was clamped to 0 and the answer flipped."""
+    mean = torch.tensor([0.0, 0.1], dtype=torch.float64)
+    not_psd = torch.tensor([[1.0, 1.2], [1.2, 1.0]], dtype=torch.float64)  # eigenvalues 2.2, -0.2
+    with pytest.raises(ValueError, match=r"cov must be positive semi-definite .* smallest eigenvalue is -0.2, beyond "
+                                         r"float rounding"):
+        one_standard_error_rule(mean, not_psd, 1.0)
+    with pytest.raises(ValueError, match=r"cov must be symmetric .* cov - cov\^T reaches 0.5"):
+        one_standard_error_rule(mean, torch.tensor([[1.0, 0.5], [0.0, 1.0]], dtype=torch.float64))
+
+
+def test_rounding_below_zero_counts_as_zero():
+    """A variance or eigenvalue a few units in the last place below zero is rounding: accepted, as 0."""
+    eps = torch.finfo(torch.float64).eps
+    cov = torch.tensor([[1.0, 1.0], [1.0, 1.0 - 2 * eps]], dtype=torch.float64)  # a candidate and its copy
+    rule = one_standard_error_rule(torch.tensor([0.5, 0.5], dtype=torch.float64), cov)
+    assert rule.gap_sd.tolist() == [0.0, 0.0]  # the difference's variance, -2 eps, is 0
+    zero = one_standard_error_rule(torch.tensor([0.0, 1.0], dtype=torch.float64),
+                                   torch.diag(torch.tensor([1.0, -3 * eps], dtype=torch.float64)))
+    assert zero.sd.tolist() == [1.0, 0.0] and (zero.index, zero.best) == (1, 1)
+
+
+@pytest.mark.parametrize("mean, cov, message", [
+    ([0.0, 1.0], torch.eye(2), r"mean must be a floating-point tensor \(\(M,\), float32 or float64\); got list"),
+    (np.zeros(2), torch.eye(2), r"mean must be a floating-point tensor .*; got ndarray"),
+    (torch.tensor([True, False]), torch.eye(2), r"mean must be a floating-point tensor .*; got a torch.bool tensor"),
+    (torch.tensor([0, 1]), torch.eye(2), r"mean must be a floating-point tensor .*; got a torch.int64 tensor"),
+    (torch.zeros(2), np.eye(2), r"cov must be a floating-point tensor \(\(M, M\), float32 or float64\); got ndarray"),
+    (torch.zeros(2), torch.eye(2, dtype=torch.bool), r"cov must be a floating-point tensor .*; got a torch.bool tensor"),
+    (torch.zeros(2), [[1.0, 0.0], [0.0, 1.0]], r"cov must be a floating-point tensor .*; got list"),
+])
+def test_input_that_is_not_a_floating_tensor_is_named(mean, cov, message):
+    with pytest.raises(ValueError, match=message):
+        one_standard_error_rule(mean, cov)
+
+
+@st.composite
+def singular_posteriors(draw):
+    """Positive semi-definite covariances of rank r < M (candidates that are copies or mixtures of
+    each other), computed in float32 or float64: rounding leaves eigenvalues just below zero."""
+    m, dtype = draw(st.integers(2, 9)), draw(st.sampled_from([torch.float32, torch.float64]))
+    r = draw(st.integers(1, m - 1))
+    scale = draw(st.sampled_from([1e-6, 1e-2, 1.0, 1e3]))
+    values = st.floats(-3.0, 3.0, allow_nan=False)
+    factor = torch.tensor(draw(st.lists(values, min_size=m * r, max_size=m * r)), dtype=dtype).reshape(m, r)
+    return torch.zeros(m, dtype=dtype), scale * factor @ factor.T
+
+
+@settings(max_examples=300, deadline=None)
+@given(singular_posteriors())
+def test_every_positive_semi_definite_covariance_is_accepted(posterior):
+    mean, cov = posterior
+    rule = one_standard_error_rule(mean, cov)
+    assert rule.index <= rule.best and bool(torch.isfinite(rule.gap_sd).all())
+
+
+def _toy_gp():
+    gp = BanditGP(3, spatial=StepFunctionKernel(0.05, 0.95), priors=False, dtype=torch.float64)
+    gp.set_train_data(torch.tensor([[0.1, 0.2, 0.3, 0.0], [0.5, 0.6, 0.9, 0.5], [0.2, 0.6, 0.7, 1.0]],
+                                   dtype=torch.float64), torch.tensor([0.5, -0.5, 0.2], dtype=torch.float64))
+    return gp
+
+
+@pytest.mark.parametrize("arms, message", [
+    ([], r"arms must be a non-empty list of 1-D tensors .*; got \[\]"),
+    (torch.zeros(2, 3), r"arms must be a non-empty list of 1-D tensors"),
+    ([[0.1, 0.2]], r"arms\[0\] must be a 1-D floating-point tensor of 1 to 3 points; got \[0.1, 0.2\]"),
+    ([torch.tensor([1, 0])], r"arms\[0\] must be a 1-D floating-point tensor"),
+    ([torch.zeros(4, dtype=torch.float64)], r"arms\[0\] must be a 1-D floating-point tensor of 1 to 3 points"),
+    ([torch.tensor([0.1, 0.2]), torch.tensor([0.1, 0.2, 0.3])], r"arms must all have one length \(one d\); arms\[0\] "
+                                                                 r"has 2 points, arms\[1\] 3"),
+    ([torch.tensor([0.1, 0.2]), torch.tensor([0.1, NAN])], r"arms\[1\] must lie in \[0, 1\] .*; got nan at point 1"),
+    ([torch.tensor([-0.1, 0.2])], r"arms\[0\] must lie in \[0, 1\] .*; got -0.1"),
+    ([torch.tensor([0.5, 1.5])], r"arms\[0\] must lie in \[0, 1\] .*; got 1.5 at point 1"),
+])
+def test_highest_lower_bound_names_bad_arms(arms, message):
+    with pytest.raises(ValueError, match=message):
+        highest_lower_bound(_toy_gp(), arms)
+
+
+def test_highest_lower_bound_never_returns_an_arm_of_a_broken_posterior(monkeypatch):
+    """argmax takes NaN for the largest: a GP whose posterior is NaN at an arm would return that arm."""
+    import tvolib.bandit.recommendation as recommendation
+
+    arms = [torch.tensor([0.1, 0.2], dtype=torch.float64), torch.tensor([0.3, 0.4], dtype=torch.float64)]
+    assert any(highest_lower_bound(_toy_gp(), arms) is arm for arm in arms)
+    for mean, variance in (([0.0, NAN], [1.0, 1.0]), ([0.0, 0.0], [1.0, NAN]), ([0.0, 0.0], [1.0, -0.5])):
+        monkeypatch.setattr(recommendation, "arm_effect_posterior",
+                            lambda gp, a, m=mean, v=variance: (torch.tensor(m), torch.diag(torch.tensor(v))))
+        with pytest.raises(ValueError, match=r"the GP's posterior at arms\[1\] is not a number and a variance >= 0"):
+            highest_lower_bound(_toy_gp(), arms)
