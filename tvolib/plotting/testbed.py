@@ -56,20 +56,19 @@ def plot_testbed(summary: pd.DataFrame, *, title: str | None = None) -> Figure:
                      color=colours[protocol], capsize=2)
         axes[0].add_patch(Rectangle((0, y0[-1]), 0, 0, color=colours[protocol], label=protocol))  # legend: bars first
         axes[1].barh(y, part["degenerate"], height, color=colours[protocol])
-    shades = dict(zip(BASELINE_MARKERS, np.linspace(0.0, 0.55, len(BASELINE_MARKERS))))
     for protocol in dict.fromkeys(baselines["protocol"]):
         part = baselines[baselines["protocol"] == protocol].set_index("case").reindex(cases)
         regret = part["regret"].to_numpy(dtype=float)
-        shade = str(shades.get(protocol, 0.3))
-        inside = regret <= top
-        axes[0].scatter(regret[inside], y0[inside], marker=BASELINE_MARKERS.get(protocol, "x"), color=shade,
-                        zorder=3, s=30, label=protocol)
-        axes[0].scatter(np.full((~inside).sum(), top), y0[~inside], marker=BASELINE_MARKERS.get(protocol, "x"),
-                        facecolors="none", edgecolors=shade, zorder=3, s=30)
+        marker = BASELINE_MARKERS.get(protocol, "x")
+        inside, beyond = regret <= top, regret > top  # NaN (no such baseline on the case): neither
+        axes[0].scatter(regret[inside], y0[inside], marker=marker, color="black", edgecolors="white",
+                        linewidths=0.6, zorder=3, s=36, label=protocol)
+        axes[0].scatter(np.full(beyond.sum(), top), y0[beyond], marker=marker, facecolors="none",
+                        edgecolors="black", zorder=3, s=36)
     axes[0].set_yticks(y0, cases)
     axes[0].set_xlim(0, top)
-    axes[0].set_xlabel("regret of the second half's arms (0 = the optimum; hollow: above the axis)")
+    axes[0].set_xlabel("regret, second half of the run (0 = the optimum; hollow: beyond the axis)")
     axes[1].set_xlim(0, 1)
-    axes[1].set_xlabel("share of the bandits' second-half arms that are degenerate")
+    axes[1].set_xlabel("share of degenerate arms (bandits)")
     return finish(fig, axes, "protocol (bars) and baseline (markers)", title,
                   ncol=min(len(protocols) + baselines["protocol"].nunique(), 5))
