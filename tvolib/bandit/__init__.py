@@ -11,6 +11,9 @@
 * :mod:`.adaptive` -- :class:`AdaptiveDBanditSchedule`, which chooses ``d`` as well as the points;
 * :mod:`.recommendation` -- the ``d`` and schedule it recommends: the one-standard-error rule;
 * :mod:`.protocol` -- the protocol around the GP step: the authors' code's (default) or the text's;
+* :mod:`.known`, :mod:`.pointwise`, :mod:`.integrand_bandit` -- the bandit that learns only what the
+  integrand does not say (``protocol="integrand"``): the TVO's bias at the arm as a known part of the
+  reward, a GP over points for the rest, arms by a dynamic programme;
 * :mod:`.plan` -- when a run's GP starts: its rounds by the window rule, and the short-run warning;
 * :mod:`.posterior` -- :func:`reward_posterior`, the GP rebuilt from a recorded history, and
   :func:`replay`, the arms a fresh schedule chooses from it.
@@ -24,6 +27,7 @@ warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated",
 
 from .acquisition import theorem1_kappa  # noqa: E402
 from .adaptive import AdaptiveDBanditSchedule  # noqa: E402
+from .integrand_bandit import IntegrandBanditSchedule  # noqa: E402
 from .model import Hyperparameters  # noqa: E402
 from .posterior import replay, reward_posterior  # noqa: E402
 from .protocol import PROTOCOLS, arm_degeneracy  # noqa: E402
@@ -34,6 +38,7 @@ __all__ = [
     "AdaptiveDBanditSchedule",
     "GPBanditSchedule",
     "Hyperparameters",
+    "IntegrandBanditSchedule",
     "PROTOCOLS",
     "RandomSchedule",
     "arm_degeneracy",

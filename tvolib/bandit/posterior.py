@@ -18,6 +18,7 @@ from torch import Tensor
 
 from ..checks import check_int
 from .model import BanditGP, Hyperparameters, training_data
+from .pointwise import pointwise_reward_posterior
 from .state import check_history, check_history_sequence, parse_history
 
 __all__ = ["observations", "observed_rows", "replay", "reward_posterior"]
@@ -177,6 +178,9 @@ def reward_posterior(schedule_history: Any, round_index: int, grid: Tensor | np.
     if bool(outside.any()):
         raise ValueError(f"grid must hold arms in beta units, finite and in [0, 1] (the bandit's arms lie in "
                          f"[{lo}, {hi}]); got {g[outside][0].item()!r} in row {int(outside.any(dim=1).nonzero()[0])}")
+    if _present(row.get("integrand")):  # the integrand bandit's GP round: its own GP over points
+        kept = observed_rows(rows, round_index, _optional_int(row.get("max_observations")))
+        return pointwise_reward_posterior(kept, row, g, component)
     x = torch.cat([(g - lo) / (hi - lo), torch.ones(g.shape[0], 1, dtype=torch.float64)], dim=-1)
     with torch.no_grad():
         mean, var = gp.mean_and_variance(x, component=component)
@@ -214,7 +218,8 @@ def replay(schedule: Any, schedule_history: Any) -> list[list[float]]:
         if _vector(row["arm"]) != [float(v) for v in schedule.current_arm().tolist()]:
             raise ValueError(f"round {row['round']}: the schedule trains {schedule.current_arm().tolist()}, the "
                              f"history recorded {row['arm']}: configure and seed it like the recorded one")
-        schedule.observe(float(row["reward"]))
+        inputs = schedule.replay_inputs(row) if hasattr(schedule, "replay_inputs") else {}  # e.g. the integrand read
+        schedule.observe(float(row["reward"]), **inputs)
         arms.append([float(v) for v in schedule.current_arm().tolist()])
         if "next_arm" in row and arms[-1] != row["next_arm"]:
             raise ValueError(f"round {row['round']}: after its recorded reward {row['reward']!r} the schedule chose "

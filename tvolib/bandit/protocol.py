@@ -42,6 +42,12 @@ like a 2-point one). Three presets:
   (weak priors) warm-started from the previous round; the reward ``L_end - L_start`` of the left
   Riemann evidence over 50 linear points (Eq. 7).
 
+* ``"integrand"`` (:class:`~tvolib.bandit.integrand_bandit.IntegrandBanditSchedule`, which
+  :class:`~tvolib.bandit.GPBanditSchedule` builds for it: a different algorithm, :data:`PRESET_CLASSES`):
+  the reward's part that the integrand predicts, the TVO's bias at the arm, enters with a fitted
+  weight, a GP over points models the rest and the next arm is a dynamic programme's; its items
+  are ``"tvolib"``'s, which serve the rounds without an integrand.
+
 Every item is also a keyword of :class:`~tvolib.bandit.GPBanditSchedule`, so one item can be
 changed at a time (the ablation figure does).
 
@@ -65,6 +71,7 @@ from ..checks import check_bool, plain_value
 __all__ = [
     "DEFAULT_PROTOCOL",
     "ML_BOUNDS",
+    "PRESET_CLASSES",
     "PROTOCOLS",
     "ROUND_DECIMALS",
     "STAGGERED_UPPER_D2",
@@ -149,6 +156,20 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
         "n_init": None,
         "max_observations": None,
     },
+    "integrand": {
+        "burn_in_schedule": "log",
+        "arm_domain": "staggered",
+        "projection": "round",
+        "reward": "rate",
+        "corner_guards": True,
+        "standardize": "robust",
+        "kappa": "log_n",
+        "fit": "ml",
+        "ml_bounds": "dimension",
+        "trend": True,
+        "n_init": None,
+        "max_observations": None,
+    },
     "paper-text": {
         "burn_in_schedule": "arm",
         "arm_domain": "box",
@@ -164,6 +185,10 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
         "max_observations": None,
     },
 }
+
+#: Presets that are another algorithm than :class:`~tvolib.bandit.GPBanditSchedule`'s GP-UCB: preset
+#: -> the subclass ``GPBanditSchedule(d, protocol=preset)`` builds (filled by the subclass's module).
+PRESET_CLASSES: dict[str, type] = {}
 
 #: Accepted values of each choice-valued item.
 CHOICES: dict[str, tuple[Any, ...]] = {
@@ -224,7 +249,7 @@ def size_defaults(protocol: str, d: int) -> tuple[int, int | None]:
         >>> size_defaults("code", 5), size_defaults("paper-text", 5)
         ((15, 150), (5, None))
     """
-    if protocol in ("code", "tvolib"):
+    if protocol in ("code", "tvolib", "integrand"):
         return 3 * d, 30 * d
     return max(3, d), None
 

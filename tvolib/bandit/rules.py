@@ -345,11 +345,13 @@ def _source(value: str, row: dict[str, Any], ctx: RowContext) -> bool:
     schedule = ctx.schedule
     if schedule is None:
         return True
+    cap = getattr(schedule, "max_observations", None)
+    kept = len(ctx.observed) if cap is None else min(len(ctx.observed), cap)
+    if hasattr(schedule, "random_round"):  # a schedule with its own rule (the integrand bandit's)
+        return (value == "random") == schedule.random_round(row, kept)
     n_init = getattr(schedule, "n_init", None)
     if n_init is None:  # random search: every round is random
         return value == "random"
-    cap = getattr(schedule, "max_observations", None)
-    kept = len(ctx.observed) if cap is None else min(len(ctx.observed), cap)
     return (value == "random") == (kept < n_init)
 
 
@@ -455,6 +457,13 @@ POINTS_DROPPED = _decision("in [0, d_max - d_min], 0 under Thompson sampling (d_
                            lambda v, r, c: (not _known(_n_ds(r)) or v < _n_ds(r))
                            and (v == 0 or _get(r, "d_draws") is None))
 RECOMMENDED_D = _decision("in [d_min, d_max]", _in_range)
+KNOWN = _rule("empty, or the arm's predicted bias change in nats (the integrand bandit, once it has read an "
+              "integrand)", lambda v, r, c: True)
+INTEGRAND = _rule("empty, or the integrand the integrand bandit used, on its grid (at least 0 and 1)",
+                  lambda v, r, c: v is None or len(v) >= 2)
+COEFFICIENT = _decision("set on the integrand bandit's GP rounds (with an integrand)", lambda v, r, c: True,
+                        when=lambda r, c: _is_gp(r) if _get(r, "integrand") is not None else False,
+                        on="GP rounds with an integrand")
 RECOMMENDED_ARM = _decision("recommended_d - 1 increasing points in [lo, hi]", _recommendation,
                             when=_recommended_arm, on="rounds with a recommended_d")
 

@@ -46,7 +46,7 @@ from .fit import MAX_ML_STARTS, fit_map, fit_ml
 from .model import BanditGP, Hyperparameters, training_data
 from .plan import warn_if_short
 from .posterior import observations
-from .protocol import DEFAULT_PROTOCOL, coordinate_scale, ml_bounds, resolve_protocol, size_defaults
+from .protocol import DEFAULT_PROTOCOL, PRESET_CLASSES, coordinate_scale, ml_bounds, resolve_protocol, size_defaults
 from .reward import evidence_spec_for
 
 __all__ = ["BanditScheduleBase", "GPBanditSchedule", "RandomSchedule", "evidence_spec_for"]
@@ -127,6 +127,12 @@ class GPBanditSchedule(BanditScheduleBase):
         >>> sched.history()[0]["reward"], sched.history()[0]["start_epoch"]   # (L_2 - L_0) / 2, the rate
         (1.0, 0)
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> GPBanditSchedule:
+        """A preset of :data:`~tvolib.bandit.protocol.PRESET_CLASSES` builds its own subclass."""
+        protocol = kwargs.get("protocol", DEFAULT_PROTOCOL)
+        chosen = PRESET_CLASSES.get(protocol) if cls is GPBanditSchedule and isinstance(protocol, str) else None
+        return super().__new__(chosen or cls)
 
     def __init__(
         self,

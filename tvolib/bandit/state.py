@@ -100,6 +100,9 @@ HISTORY_FIELDS: dict[str, Field] = {
     "points_dropped": Field("int?", R.POINTS_DROPPED), "recommended_d": Field("int?", R.RECOMMENDED_D),
     "recommended_arm": Field("vector?", R.RECOMMENDED_ARM), "mean_by_d": Field("vector?", R.PER_D),
     "sd_by_d": Field("vector?", R.SDS_BY_D), "gap_sd_by_d": Field("vector?", R.SDS_BY_D),
+    # the integrand bandit's known part (tvolib.bandit.integrand_bandit)
+    "known": Field("float?", R.KNOWN), "integrand": Field("vector?", R.INTEGRAND),
+    "coefficient": Field("float?", R.COEFFICIENT), "coefficient_sd": Field("float?", R.COEFFICIENT),
     # the next arm
     "next_arm": Field("vector", R.NEXT_ARM),
     "next_spread": Field("float", R.DEGENERACY), "next_min_gap": Field("float?", R.DEGENERACY),

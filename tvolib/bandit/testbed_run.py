@@ -34,6 +34,7 @@ from ..checks import check_int
 from ..schedules import Schedule
 from .protocol import arm_degeneracy
 from .testbed_common import Case, trend_gain
+from .testbed_tvo import INTEGRANDS
 
 __all__ = ["CaseResult", "ScheduleFactory", "TestbedJobError", "run_case", "run_cases"]
 
@@ -130,7 +131,7 @@ def run_case(case: Case, make_schedule: Callable[[int], Schedule], seed: int) ->
         draw = float(torch.randn((), generator=noise, dtype=torch.float64))
         wander = corr * wander + math.sqrt(1 - corr**2) * draw if epoch > 1 else draw
         evidence += trend_gain(case, epoch) + case.effect(arm, progress) + std * wander
-        schedule.step(epoch, evidence=evidence)
+        schedule.step(epoch, evidence=evidence, **_integrand_input(case, schedule, epoch))
     seconds = time.perf_counter() - start
     half = case.epochs // 2
     late = [(arm, (e - 1) / max(case.epochs - 1, 1)) for e, arm in enumerate(arms, start=1) if e > half]
@@ -138,6 +139,17 @@ def run_case(case: Case, make_schedule: Callable[[int], Schedule], seed: int) ->
     distance = sum(case.distance(a, p) for a, p in late) / len(late)
     degenerate = sum(arm_degeneracy(a, 0.05, 0.95)["degenerate"] for a, _ in late) / len(late)
     return CaseResult(regret, distance, degenerate, arms, schedule.history(), seconds)
+
+
+def _integrand_input(case: Case, schedule: Schedule, epoch: int) -> dict[str, Any]:
+    """``{"integrand": betas -> f(betas)}`` for a schedule that reads one (``reads_integrand``) on a case
+    that has one: the case's own integrand after epoch ``epoch``, at the next epoch's progress (as the
+    integrand rules of :mod:`tvolib.bandit.testbed_baselines` read it); else nothing."""
+    name = getattr(case, "integrand", None)
+    if name is None or not getattr(schedule, "reads_integrand", False):
+        return {}
+    progress = min(epoch / max(case.epochs - 1, 1), 1.0)
+    return {"integrand": lambda betas: INTEGRANDS[name].values(torch.as_tensor(betas, dtype=torch.float64), progress)}
 
 
 @dataclass(frozen=True)

@@ -61,12 +61,15 @@ def _init_worker(threads: int) -> None:
     threadpool_limits(threads)
 
 
-def _step_pickled(payload: bytes, epoch: int, evidence: float) -> tuple[bytes, list[tuple[type, str]]]:
-    """Worker side: unpickle a schedule, ``step`` it, return its pickled ``state_dict`` and warnings."""
+def _step_pickled(payload: bytes, epoch: int, evidence: float, log_w: Tensor | None = None
+                  ) -> tuple[bytes, list[tuple[type, str]]]:
+    """Worker side: unpickle a schedule, ``step`` it (with the log weights read for it, if any), return
+    its pickled ``state_dict`` and warnings."""
     schedule = pickle.loads(payload)
+    extra = {} if log_w is None else {"log_weights": lambda: log_w}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        schedule.step(epoch, evidence=evidence)
+        schedule.step(epoch, evidence=evidence, **extra)
     return pickle.dumps(schedule.state_dict()), [(w.category, str(w.message)) for w in caught]
 
 
@@ -100,10 +103,11 @@ class StepPool:
             initializer=_init_worker, initargs=(threads,),
         )
 
-    def submit(self, schedule: Schedule, epoch: int, evidence: float) -> Future:
-        """Start ``schedule.step(epoch, evidence)`` on a copy in a worker; the future's result is
-        ``(pickled state_dict, warnings)``. The schedule itself is not changed."""
-        return self._executor.submit(_step_pickled, pickle.dumps(schedule), epoch, evidence)
+    def submit(self, schedule: Schedule, epoch: int, evidence: float, log_w: Tensor | None = None) -> Future:
+        """Start ``schedule.step(epoch, evidence)`` on a copy in a worker (``log_w``: the log weights its
+        ``log_weights`` callable returned here); the future's result is ``(pickled state_dict,
+        warnings)``. The schedule itself is not changed."""
+        return self._executor.submit(_step_pickled, pickle.dumps(schedule), epoch, evidence, log_w)
 
     def close(self) -> None:
         """Stop the workers (waits for running steps)."""
@@ -201,10 +205,17 @@ def step_schedules(
     labels = _names(names, K)
     closing = [k for k in range(K) if closes_window(schedules[k], epoch, evidences[k])]
     remote = {k for k in closing if pool is not None and isinstance(schedules[k], GPBanditSchedule)}
-    futures = {k: pool.submit(schedules[k], epoch, _finite(evidences[k])) for k in sorted(remote)} if pool else {}
     failures: dict[int, tuple[str, BaseException]] = {}
+    futures = {}
+    for k in sorted(remote):  # a schedule that reads log weights at a window's close gets them computed here
+        try:
+            wanted = getattr(schedules[k], "reads_log_weights", False) and log_weights[k] is not None
+            futures[k] = pool.submit(schedules[k], epoch, _finite(evidences[k]),
+                                     log_weights[k]().detach().cpu() if wanted else None)
+        except Exception as exc:  # noqa: BLE001 -- reported per run below
+            failures[k] = (labels[k], exc)
     for k in range(K):
-        if k in remote:
+        if k in remote or k in failures:
             continue
         try:
             schedules[k].step(epoch, evidence=evidences[k], log_weights=log_weights[k])
