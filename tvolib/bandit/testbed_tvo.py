@@ -326,7 +326,12 @@ def _progress_key(case: TvoCase, progress: float) -> float:
 
 def optimum(case: TvoCase, progress: float) -> Optimum:
     """The best arm of ``case`` at ``progress`` (of ``d`` points, or of any ``d <= D_MAX`` for a
-    ``"step"`` case): the dynamic programme's grid optimum, refined by L-BFGS-B (cached)."""
+    ``"step"`` case): the dynamic programme's grid optimum, refined by L-BFGS-B (cached).
+
+    Measured: the refinement gains at most 1e-3 units of regret over the grid's optimum, and a
+    Nelder-Mead search from the refined arm finds arms better by at most 6e-5 units (the recorded
+    integrand's kinks stop L-BFGS-B), so a regret may read down to about -1e-4.
+    """
     return _optimum(case.integrand, case.lam, case.kappa, case.d, case.metric, _progress_key(case, progress))
 
 
