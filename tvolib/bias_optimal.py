@@ -17,14 +17,14 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
-from tvolib.checks import check_betas, check_finite_float, check_int, check_log_w, check_state
-from tvolib.schedules import Schedule
-from tvolib.tvo import linear, log_uniform, snis_integrand, validate_schedule
+from tvolib.checks import check_betas, check_finite_float, check_int, check_log_w
+from tvolib.schedules import ReestimatedSchedule
+from tvolib.tvo import snis_integrand
 
 __all__ = [
     "BiasOptimalSchedule",
@@ -251,7 +251,7 @@ def mean_integrand(log_w: Tensor, betas: Tensor | list[float]) -> Tensor:
     return total / lw.shape[1]
 
 
-class BiasOptimalSchedule(Schedule):
+class BiasOptimalSchedule(ReestimatedSchedule):
     """Trains the estimated bias-optimal schedule, re-estimated every ``update_every`` epochs.
 
     Starts from ``log_uniform(d)`` (``initial='log'``) or ``linear(d)`` until the first update;
@@ -286,69 +286,19 @@ class BiasOptimalSchedule(Schedule):
         (1, 4, ['betas', 'epoch', 'gap', 'gap_before'])
     """
 
+    RECORD_FLOATS = ("gap", "gap_before")
+
     def __init__(self, d: int, update_every: int = 1, initial: Literal["log", "linear"] = "log") -> None:
-        check_int(_D_NAME, d, 1)
-        update_every = check_int("update_every", update_every, 1)
-        starts = {"log": log_uniform, "linear": linear}
-        if initial not in starts:
-            raise ValueError(f"initial must be one of {sorted(starts)}; got {initial!r}")
+        super().__init__(d, update_every, initial)
         self.grid = default_grid()
-        if d > self.grid.numel() - 1:
+        if self._d > self.grid.numel() - 1:
             raise ValueError(f"{_D_NAME} must be at most {self.grid.numel() - 1} (the grid's points below 1); got {d}")
-        self._d, self.update_every, self.initial = int(d), update_every, initial
-        self._betas = starts[initial](d)
-        self._history: list[dict[str, Any]] = []
 
-    @property
-    def d(self) -> int:
-        return self._d
-
-    def current(self) -> Tensor:
-        return self._betas.clone()
-
-    def step(self, epoch: int, evidence: float | None = None,
-             log_weights: Callable[[], Tensor] | None = None) -> None:
-        epoch = check_int("epoch", epoch, 0)
-        if epoch == 0 or epoch % self.update_every != 0:
-            return
-        if log_weights is None:
-            raise ValueError(f"BiasOptimalSchedule.step(epoch={epoch}) must re-estimate the schedule and needs "
-                             "log_weights, a callable returning log w of shape (S, N)")
-        f = mean_integrand(log_weights(), self.grid).cpu()
+    def estimate(self, log_w: Tensor) -> tuple[Tensor, dict[str, float]]:
+        f = mean_integrand(log_w, self.grid).cpu()
         before = float(left_sum_gap(self._betas, self.grid, f))
-        self._betas = bias_optimal_points(self._d, self.grid, f)
-        self._history.append({"epoch": int(epoch), "betas": self._betas.tolist(),
-                              "gap": float(left_sum_gap(self._betas, self.grid, f)), "gap_before": before})
-
-    def history(self) -> list[dict[str, Any]]:
-        return [dict(record, betas=list(record["betas"])) for record in self._history]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"betas": self._betas.clone(), "history": self.history()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (the same ``d``); ``ValueError`` naming a bad key."""
-        state = check_state(state, ["betas", "history"], "BiasOptimalSchedule")
-        try:
-            betas = validate_schedule(state["betas"])
-        except ValueError as exc:
-            raise ValueError(f"BiasOptimalSchedule state key 'betas': {exc}") from exc
-        if betas.numel() != self._d:
-            raise ValueError(f"BiasOptimalSchedule state key 'betas' holds a schedule of d={betas.numel()}, this "
-                             f"schedule has d={self._d}")
-        history = state["history"]
-        if not isinstance(history, list) or not all(_is_record(r, self._d) for r in history):
-            raise ValueError("BiasOptimalSchedule state key 'history' must be a list of {'epoch': int, 'betas': "
-                             f"list of {self._d} floats, 'gap': float, 'gap_before': float}} records; "
-                             f"got {history!r:.200}")
-        self._betas = betas
-        self._history = [dict(record, betas=list(record["betas"])) for record in history]
+        betas = bias_optimal_points(self._d, self.grid, f)
+        return betas, {"gap": float(left_sum_gap(betas, self.grid, f)), "gap_before": before}
 
     def __repr__(self) -> str:
         return f"BiasOptimalSchedule(d={self._d}, update_every={self.update_every}, initial={self.initial!r})"
-
-
-def _is_record(record: Any, d: int) -> bool:
-    return (isinstance(record, dict) and isinstance(record.get("epoch"), int)
-            and isinstance(record.get("betas"), list) and len(record["betas"]) == d
-            and all(isinstance(record.get(k), float) for k in ("gap", "gap_before")))

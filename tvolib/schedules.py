@@ -25,6 +25,7 @@ from tvolib.tvo import EvidenceSpec, linear, log_uniform, snis_integrand, valida
 __all__ = [
     "FixedSchedule",
     "MomentsSchedule",
+    "ReestimatedSchedule",
     "Schedule",
     "moments",
 ]
@@ -212,7 +213,93 @@ class FixedSchedule(Schedule):
         return f"FixedSchedule({[round(b, 6) for b in self._betas.tolist()]})"
 
 
-class MomentsSchedule(Schedule):
+class ReestimatedSchedule(Schedule):
+    """A schedule re-estimated from the integrand every ``update_every`` epochs (moments, bias-optimal).
+
+    Starts from ``log_uniform(d)`` (``initial='log'``) or ``linear(d)`` (``initial='linear'``)
+    until the first update; :meth:`step` at an epoch divisible by ``update_every`` calls
+    ``log_weights()`` (log weights ``(S, N)`` on the training data) and moves to
+    :meth:`estimate`'s schedule, recording ``{"epoch", "betas", **extra}``. A subclass names its
+    extra record fields (:attr:`RECORD_FLOATS`) and implements :meth:`estimate`.
+
+    Args:
+        d: number of left points, including ``b_0 = 0``.
+        update_every: epochs between re-estimates, an int >= 1.
+        initial: the schedule before the first update, ``'log'`` or ``'linear'``.
+    """
+
+    #: Float fields of a history record besides ``epoch`` and ``betas``.
+    RECORD_FLOATS: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, d: int, update_every: int = 6, initial: Literal["log", "linear"] = "log") -> None:
+        check_int(_D_NAME, d, 1)
+        update_every = check_int("update_every", update_every, 1)
+        starts = {"log": log_uniform, "linear": linear}
+        if initial not in starts:
+            raise ValueError(f"initial must be one of {sorted(starts)}; got {initial!r}")
+        self._d, self.update_every, self.initial = int(d), update_every, initial
+        self._betas = starts[initial](d)
+        self._history: list[dict[str, Any]] = []
+
+    @abstractmethod
+    def estimate(self, log_w: Tensor) -> tuple[Tensor, dict[str, float]]:
+        """The new schedule ``(d,)`` from log weights ``(S, N)``, and the record's extra fields."""
+
+    @property
+    def d(self) -> int:
+        return self._d
+
+    def current(self) -> Tensor:
+        return self._betas.clone()
+
+    def step(
+        self,
+        epoch: int,
+        evidence: float | None = None,
+        log_weights: Callable[[], Tensor] | None = None,
+    ) -> None:
+        epoch = check_int("epoch", epoch, 0)
+        if epoch == 0 or epoch % self.update_every != 0:
+            return
+        if log_weights is None:
+            raise ValueError(
+                f"{type(self).__name__}.step(epoch={epoch}) must re-estimate the schedule and needs "
+                "log_weights, a callable returning log w of shape (S, N)"
+            )
+        self._betas, extra = self.estimate(log_weights())
+        self._history.append({"epoch": int(epoch), "betas": self._betas.tolist(), **extra})
+
+    def history(self) -> list[dict[str, Any]]:
+        return [dict(record, betas=list(record["betas"])) for record in self._history]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"betas": self._betas.clone(), "history": self.history()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (the same ``d``); ``ValueError`` naming a bad key."""
+        owner = type(self).__name__
+        betas = _state_betas(state, owner, self._d)
+        history = check_state(state, ["history"], owner)["history"]
+        if not isinstance(history, list) or not all(self._is_record(r) for r in history):
+            extra = "".join(f", {k!r}: float" for k in self.RECORD_FLOATS)
+            raise ValueError(
+                f"{owner} state key 'history' must be a list of {{'epoch': int, 'betas': "
+                f"list of {self._d} floats{extra}}} records; got {history!r:.200}"
+            )
+        self._betas = betas
+        self._history = [dict(record, betas=list(record["betas"])) for record in history]
+
+    def _is_record(self, record: Any) -> bool:
+        return (
+            isinstance(record, dict)
+            and isinstance(record.get("epoch"), int)
+            and isinstance(record.get("betas"), list)
+            and len(record["betas"]) == self._d
+            and all(isinstance(record.get(k), float) for k in self.RECORD_FLOATS)
+        )
+
+
+class MomentsSchedule(ReestimatedSchedule):
     """The moments schedule, re-estimated every ``update_every`` epochs (Section 4 baseline).
 
     Starts from ``log_uniform(d)`` (``initial='log'``) or ``linear(d)`` (``initial='linear'``)
@@ -243,63 +330,8 @@ class MomentsSchedule(Schedule):
         tol: float = 1e-3,
         max_iter: int = 100,
     ) -> None:
-        check_int(_D_NAME, d, 1)
-        update_every = check_int("update_every", update_every, 1)
-        starts = {"log": log_uniform, "linear": linear}
-        if initial not in starts:
-            raise ValueError(f"initial must be one of {sorted(starts)}; got {initial!r}")
-        self._d, self.update_every, self.initial = int(d), update_every, initial
+        super().__init__(d, update_every, initial)
         self.tol, self.max_iter = _check_moments_options(tol, max_iter)
-        self._betas = starts[initial](d)
-        self._history: list[dict[str, Any]] = []
 
-    @property
-    def d(self) -> int:
-        return self._d
-
-    def current(self) -> Tensor:
-        return self._betas.clone()
-
-    def step(
-        self,
-        epoch: int,
-        evidence: float | None = None,
-        log_weights: Callable[[], Tensor] | None = None,
-    ) -> None:
-        epoch = check_int("epoch", epoch, 0)
-        if epoch == 0 or epoch % self.update_every != 0:
-            return
-        if log_weights is None:
-            raise ValueError(
-                f"MomentsSchedule.step(epoch={epoch}) must re-estimate the schedule and needs "
-                "log_weights, a callable returning log w of shape (S, N)"
-            )
-        self._betas = moments(self._d, log_weights(), tol=self.tol, max_iter=self.max_iter)
-        self._history.append({"epoch": int(epoch), "betas": self._betas.tolist()})
-
-    def history(self) -> list[dict[str, Any]]:
-        return [dict(record, betas=list(record["betas"])) for record in self._history]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"betas": self._betas.clone(), "history": self.history()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (the same ``d``); ``ValueError`` naming a bad key."""
-        betas = _state_betas(state, "MomentsSchedule", self._d)
-        history = check_state(state, ["history"], "MomentsSchedule")["history"]
-        if not isinstance(history, list) or not all(_is_moments_record(r, self._d) for r in history):
-            raise ValueError(
-                "MomentsSchedule state key 'history' must be a list of {'epoch': int, 'betas': "
-                f"list of {self._d} floats}} records; got {history!r:.200}"
-            )
-        self._betas = betas
-        self._history = [dict(record, betas=list(record["betas"])) for record in history]
-
-
-def _is_moments_record(record: Any, d: int) -> bool:
-    return (
-        isinstance(record, dict)
-        and isinstance(record.get("epoch"), int)
-        and isinstance(record.get("betas"), list)
-        and len(record["betas"]) == d
-    )
+    def estimate(self, log_w: Tensor) -> tuple[Tensor, dict[str, float]]:
+        return moments(self._d, log_w, tol=self.tol, max_iter=self.max_iter), {}
