@@ -39,19 +39,26 @@ def test_every_case_has_the_protocols_for_every_seed_and_the_baselines(frame):
         by = baselines.drop_duplicates("protocol").set_index("protocol")
         assert by.at["log", "beta1"] == 0.025 and by.at["log (best beta_1)", "runs"] == 7
         assert by.at["log (best beta_1)", "regret"] <= by.at["log", "regret"]
-    assert len(list((root / "testbed").glob("*.csv"))) == len(CASES)
+    assert len(list((root / "testbed").glob("*.csv"))) == len(CASES) * (len(testbed.TESTBED_PROTOCOLS) + 1)
 
 
-def test_the_table_is_read_back_per_case_and_a_new_case_computes_only_itself(frame, profile, monkeypatch):
+def test_the_table_is_read_back_and_a_new_case_or_protocol_computes_only_itself(frame, profile, monkeypatch):
     root, table = frame
     again = testbed.testbed_frame(profile, root)
     pd.testing.assert_frame_equal(again, table, check_dtype=False)
     computed = []
     real = testbed._compute
-    monkeypatch.setattr(testbed, "_compute", lambda cases, *a: computed.append([c.name for c in cases]) or real(cases, *a))
+    monkeypatch.setattr(testbed, "_compute", lambda missing, *a: computed.append(
+        sorted((c.name, g) for c, g in missing)) or real(missing, *a))
     wider = profile.replace(testbed=TestbedScale(cases=CASES + ("d2-log-none",), seeds=2, epochs=12))
     testbed.testbed_frame(wider, root, max_workers=1)
-    assert computed == [["d2-log-none"]]
+    assert computed == [sorted(("d2-log-none", g) for g in testbed._groups())]
+    computed.clear()
+    monkeypatch.setitem(testbed.TESTBED_PROTOCOLS, "code, kappa 0", {"protocol": "code", "kappa": 0.0})
+    more = testbed.testbed_frame(profile, root, max_workers=1)
+    assert computed == [[(case, "code, kappa 0") for case in CASES]]
+    pd.testing.assert_frame_equal(more[more["protocol"] != "code, kappa 0"].reset_index(drop=True),
+                                  table.reset_index(drop=True), check_dtype=False)
 
 
 def test_the_summary_names_each_case_s_best_baseline(frame):

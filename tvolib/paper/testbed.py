@@ -5,10 +5,10 @@ protocols compared (the authors' code's, the text's, this package's, and random 
 domain, :data:`TESTBED_PROTOCOLS`) and for what a user would pick instead
 (:data:`~tvolib.bandit.testbed_baselines.BASELINES`: the log schedule at its default ``beta_1``
 and grid-searched, linear, and on cases with an integrand moments and the bias-optimal schedule),
-in a pool of worker processes. Each case's rows are cached in the results root as
-``testbed/<case>-<key>.csv``, ``key`` changing with anything that changes its numbers (the case,
-protocols, baselines, seeds, the bandit's revision), so that a profile that adds cases computes only
-those. The figure only reads the table.
+in a pool of worker processes. Each case's rows are cached in the results root by group (a protocol, or the baselines) as
+``testbed/<case>-<group>-<key>.csv``, ``key`` changing with anything that changes the group's numbers
+(the case, the protocol's options or the baselines, seeds, the bandit's revision), so that a profile
+that adds a case or a protocol computes only those rows. The figure only reads the table.
 
 Example:
     >>> frame = testbed_frame("smoke")            # doctest: +SKIP
@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,33 +81,52 @@ def _row(case: TestbedCase | TvoCase, label: str, seed: int, result: CaseResult,
     }
 
 
-def _key(case: TestbedCase | TvoCase, seeds: int) -> str:
-    payload = {"case": {"class": type(case).__name__, **dataclasses.asdict(case)}, "protocols": TESTBED_PROTOCOLS,
-               "baselines": [BASELINES, LOG_BETA1_GRID, UPDATE_EVERY], "seeds": seeds,
-               "revision": GPBanditSchedule.REVISION}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+#: The cache's group of a case's baseline rows (beside one group per protocol of TESTBED_PROTOCOLS).
+BASELINE_GROUP = "baselines"
 
 
-def _compute(cases: list[TestbedCase | TvoCase], seeds: int, max_workers: int) -> dict[str, pd.DataFrame]:
-    """Every protocol on ``cases`` for ``seeds`` seeds, and every baseline once (its rows repeated for
-    each seed: a baseline reads no reward, so its regret is the same whatever the seed)."""
-    jobs = [(case, label, seed) for case in cases for label in TESTBED_PROTOCOLS for seed in range(seeds)]
+def _groups() -> list[str]:
+    """A case's row groups, each cached in a file of its own: every protocol, then the baselines."""
+    return [*TESTBED_PROTOCOLS, BASELINE_GROUP]
+
+
+def _file(folder: Path, case: TestbedCase | TvoCase, group: str, seeds: int) -> Path:
+    """``<folder>/<case>-<group>-<key>.csv``, ``key`` changing with anything that changes the group's
+    numbers (the case, the protocol's options or the baselines, the seeds, the bandit's revision)."""
+    what = TESTBED_PROTOCOLS[group] if group in TESTBED_PROTOCOLS else [BASELINES, LOG_BETA1_GRID, UPDATE_EVERY]
+    payload = {"case": {"class": type(case).__name__, **dataclasses.asdict(case)}, "group": group, "what": what,
+               "seeds": seeds, "revision": GPBanditSchedule.REVISION}
+    key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+    slug = re.sub(r"[^a-z0-9]+", "-", group.lower()).strip("-")
+    return folder / f"{case.name}-{slug}-{key}.csv"
+
+
+def _compute(missing: list[tuple[TestbedCase | TvoCase, str]], seeds: int,
+             max_workers: int) -> dict[tuple[str, str], pd.DataFrame]:
+    """The rows of each missing ``(case, group)``: a protocol for ``seeds`` seeds, or every baseline
+    once (its rows repeated for each seed: a baseline reads no reward, so its regret is the same
+    whatever the seed)."""
+    jobs = [(case, label, seed) for case, label in missing if label != BASELINE_GROUP for seed in range(seeds)]
     results = run_cases([(case, _factory(case, TESTBED_PROTOCOLS[label]), seed) for case, label, seed in jobs],
                         max_workers)
     rows = [_row(*job, result) for job, result in zip(jobs, results)]
-    for record in baseline_results(cases, max_workers):
+    baseline_cases = [case for case, label in missing if label == BASELINE_GROUP]
+    for record in baseline_results(baseline_cases, max_workers) if baseline_cases else []:
         rows += [_row(record["case"], record["protocol"], seed, record["result"], "baseline", record["runs"],
                       record["beta1"]) for seed in range(seeds)]
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
-    return {case.name: frame[frame["case"] == case.name] for case in cases}
+    groups = frame["protocol"].where(frame["kind"] == "bandit", BASELINE_GROUP)
+    return {(case.name, label): frame[(frame["case"] == case.name) & (groups == label)] for case, label in missing}
 
 
 def testbed_frame(profile: Profile | str, results_root: str | os.PathLike[str] | None = None,
                   max_workers: int = 2) -> pd.DataFrame:
     """Every protocol of :data:`TESTBED_PROTOCOLS` and every baseline on the profile's cases and seeds.
 
-    Each case's rows are read from ``<results root>/testbed/<case>-<key>.csv`` when it exists, else
-    computed (``max_workers`` processes, the missing cases together) and written there atomically.
+    Each case's rows are cached by group, one protocol or the baselines, in
+    ``<results root>/testbed/<case>-<group>-<key>.csv``: a file is read when it exists, else computed
+    (``max_workers`` processes, every missing group together) and written there atomically, so a
+    protocol added to :data:`TESTBED_PROTOCOLS` computes only its own rows.
 
     Returns:
         Columns :data:`COLUMNS`, one row per case, protocol (or baseline) and seed, cases in the
@@ -116,11 +136,11 @@ def testbed_frame(profile: Profile | str, results_root: str | os.PathLike[str] |
     p = get_profile(profile)
     cases = testbed_cases(p)
     folder = Path(paths.results_root(results_root)) / "testbed"
-    files = {case.name: folder / f"{case.name}-{_key(case, p.testbed.seeds)}.csv" for case in cases}
-    missing = [case for case in cases if not files[case.name].exists()]
+    files = {(case.name, group): _file(folder, case, group, p.testbed.seeds) for case in cases for group in _groups()}
+    missing = [(case, group) for case in cases for group in _groups() if not files[case.name, group].exists()]
     if missing:
         folder.mkdir(parents=True, exist_ok=True)
         for name, part in _compute(missing, p.testbed.seeds, max_workers).items():
             atomic_write(files[name], lambda f, part=part: part.to_csv(f, index=False), "w")
-    frames = [pd.read_csv(files[case.name]) for case in cases]
+    frames = [pd.read_csv(files[case.name, group]) for case in cases for group in _groups()]
     return pd.concat(frames, ignore_index=True)
