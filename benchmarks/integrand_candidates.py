@@ -14,9 +14,9 @@ per run.
 
 Candidates (``--candidates``, default all): ``random arms``, ``tvolib`` (the package's GP-UCB
 protocol), ``integrand`` (the integrand protocol as it ships: UCB, the predicted bias change with
-a fitted weight, three initial rounds, box (0.001, 0.95)) and that protocol with one item changed:
-``thompson``, ``no known part`` (the GP over points learns everything), ``box 0.05`` (the code's
-lower bound), ``3 d initial rounds`` (the tvolib protocol's number of random rounds).
+a fitted weight, three initial rounds, the box (0.05, 0.95)) and that protocol with one item
+changed: ``thompson``, ``no known part`` (the GP over points learns everything), ``box 0.001`` (a
+wider box), ``3 d initial rounds`` (the tvolib protocol's number of random rounds).
 
     .venv/bin/python benchmarks/integrand_candidates.py --cases tvo --seeds 0 1 2
     .venv/bin/python benchmarks/integrand_candidates.py --cases all --seeds 20-29 --targets \\
@@ -58,7 +58,7 @@ CANDIDATES: dict[str, dict[str, Any] | None] = {
     "integrand": {"protocol": "integrand"},
     "integrand, thompson": {"protocol": "integrand", "acquisition": "thompson"},
     "integrand, no known part": {"protocol": "integrand", "known": False},
-    "integrand, box 0.05": {"protocol": "integrand", "box": (0.05, 0.95)},
+    "integrand, box 0.001": {"protocol": "integrand", "box": (0.001, 0.95)},
     "integrand, 3 d initial rounds": {"protocol": "integrand", "n_init_integrand": "3d"},
 }
 

@@ -112,7 +112,7 @@ def test_the_gp_learns_a_cost_per_point():
 # ----- the schedule -------------------------------------------------------------------------------
 def test_the_integrand_preset_builds_its_own_schedule_and_checks_its_options():
     schedule = GPBanditSchedule(3, protocol="integrand", device="cpu")
-    assert type(schedule) is IntegrandBanditSchedule and schedule.box == (0.001, 0.95)
+    assert type(schedule) is IntegrandBanditSchedule and schedule.box == (0.05, 0.95)
     assert type(pickle.loads(pickle.dumps(schedule))) is IntegrandBanditSchedule
     assert type(GPBanditSchedule(3, protocol="tvolib", device="cpu")) is GPBanditSchedule
     with pytest.raises(ValueError, match="acquisition must be one of"):
@@ -125,7 +125,7 @@ def test_the_integrand_preset_builds_its_own_schedule_and_checks_its_options():
 
 def test_without_an_integrand_it_is_the_tvolib_protocol():
     """Reports of the evidence alone: every arm is the one tvolib's GP-UCB chooses on the same box."""
-    ours, _ = _run(IntegrandBanditSchedule(3, window=1, seed=4, box=(0.05, 0.95), device="cpu"), 14, integrand=None)
+    ours, _ = _run(IntegrandBanditSchedule(3, window=1, seed=4, device="cpu"), 14, integrand=None)
     theirs, _ = _run(GPBanditSchedule(3, protocol="tvolib", window=1, seed=4, device="cpu"), 14, integrand=None)
     assert [r["next_arm"] for r in ours.history()] == [r["next_arm"] for r in theirs.history()]
     assert {r["source"] for r in ours.history()} == {"random", "gp"} and all(r["known"] is None for r in ours.history())
@@ -167,7 +167,7 @@ def test_resume_replay_and_the_posterior_work_from_the_records(tmp_path):
     mean_csv, sd_csv = reward_posterior(back, gp_round["round"], arms, component="arm")
     assert torch.allclose(mean, mean_csv, rtol=1e-9) and torch.allclose(sd, sd_csv, rtol=1e-9)
     assert bool((sd > 0).all()) and float(mean[0]) > float(mean[1])
-    data = pointwise_data([r for r in rows if r["round"] <= gp_round["round"]], 0.001, 0.95, gp_round["t_pred"])
+    data = pointwise_data([r for r in rows if r["round"] <= gp_round["round"]], 0.05, 0.95, gp_round["t_pred"])
     gp = PointwiseGP(data["u"], data["t"], data["g"], data["y"])
     gp.condition(Hyperparameters(gp_round["lengthscale"], gp_round["rho"], gp_round["noise"],
                                  gp_round["trend_share"], gp_round["trend_lengthscale"]))

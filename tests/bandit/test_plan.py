@@ -20,11 +20,15 @@ def _stepped(schedule, epochs: int):
     return schedule.history()
 
 
-def test_the_default_gp_first_trains_at_epoch_96():
-    """d = 5: 15 random rounds, ten of 6 epochs and five of 7, then the GP's first arm."""
-    plan = schedule_plan(GPBanditSchedule(5, device="cpu"), 100)
+def test_the_tvolib_gp_first_trains_at_epoch_96_and_the_default_at_19_given_the_integrand():
+    """d = 5, tvolib: 15 random rounds, ten of 6 epochs and five of 7, then the GP's first arm; the
+    default (the integrand protocol) handed the integrand: 3 rounds of 6 epochs, else as tvolib."""
+    plan = schedule_plan(GPBanditSchedule(5, protocol="tvolib", device="cpu"), 100)
     assert (plan.first_gp_epoch, plan.gp_epochs, plan.n_init) == (10 * 6 + 5 * 7 + 1, 5, 15)
     assert plan.rounds == 15 and plan.gp_rounds == 0  # the GP's first window is still open at epoch 100
+    default = GPBanditSchedule(5, device="cpu")
+    assert schedule_plan(default, 100).first_gp_epoch == 3 * 6 + 1
+    assert schedule_plan(default, 100, integrand=False) == plan
 
 
 @settings(max_examples=40, deadline=None)
@@ -46,7 +50,7 @@ def test_the_plan_is_what_a_stepped_schedule_does(epochs, window, every, growth,
 
 def test_the_first_gp_arm_trains_at_the_planned_epoch():
     """A GP bandit stepped past its plan's first GP epoch: the arm trained there came from the GP."""
-    schedule = GPBanditSchedule(3, window=2, seed=0, device="cpu")
+    schedule = GPBanditSchedule(3, protocol="tvolib", window=2, seed=0, device="cpu")
     plan = schedule_plan(schedule, 20)
     schedule.step(0, evidence=-100.0)
     sources = {}
@@ -57,21 +61,26 @@ def test_the_first_gp_arm_trains_at_the_planned_epoch():
 
 
 def test_a_schedule_built_for_a_short_run_says_when_its_gp_starts():
+    tvolib = {"protocol": "tvolib", "device": "cpu"}
     with pytest.warns(ShortRunWarning, match=r"d=5\).*epoch 96, after 15 random rounds.*40 epochs trains random arms "
                                              r"only.*window=1 would"):
-        GPBanditSchedule(5, epochs=40, device="cpu")
+        GPBanditSchedule(5, epochs=40, **tvolib)
     # window=5: 10 * 5 + 5 * 6 = 80 random epochs leave 70 < 75; window=4: 65 leave 85
     with pytest.warns(ShortRunWarning, match=r"train 55 of 150 epochs \(7 full windows\).*window=4 would"):
-        GPBanditSchedule(5, epochs=150, device="cpu")
+        GPBanditSchedule(5, epochs=150, **tvolib)
     with pytest.warns(ShortRunWarning, match=r"no window does with n_init=15"):
-        GPBanditSchedule(5, epochs=20, device="cpu")
+        GPBanditSchedule(5, epochs=20, **tvolib)
     with pytest.warns(ShortRunWarning, match=r"AdaptiveDBanditSchedule\(d_max=10\)"):
         AdaptiveDBanditSchedule(10, epochs=60, device="cpu")
+    with pytest.warns(ShortRunWarning, match=r"IntegrandBanditSchedule\(d=5\).*epoch 19, after 3 random rounds.*"
+                                             r"handed the integrand.*without it, from epoch 96"):
+        GPBanditSchedule(5, epochs=30, device="cpu")  # 12 of 30 epochs
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        GPBanditSchedule(5, epochs=200, device="cpu")  # 105 of 200 epochs: no warning
-        GPBanditSchedule(5, device="cpu")  # no length given
-        GPBanditSchedule(5, epochs=40, window=1, n_init=5, device="cpu")
+        GPBanditSchedule(5, epochs=200, **tvolib)  # 105 of 200 epochs: no warning
+        GPBanditSchedule(5, **tvolib)  # no length given
+        GPBanditSchedule(5, epochs=40, window=1, n_init=5, **tvolib)
+        GPBanditSchedule(5, epochs=40, device="cpu")  # the default given the integrand: 22 of 40 epochs
 
 
 def test_the_run_length_changes_no_decision_and_bad_lengths_are_refused():

@@ -130,7 +130,7 @@ from .fit import fit_map, fit_ml
 from .kernels import StepFunctionKernel
 from .model import BanditGP, training_data
 from .posterior import observations, observed_rows
-from .protocol import DEFAULT_PROTOCOL, ml_bounds, size_defaults, staggered_upper
+from .protocol import ml_bounds, size_defaults, staggered_upper
 from .recommendation import RECOMMENDATION_FIELDS, highest_lower_bound, one_standard_error_rule
 from .scheduler import GPBanditSchedule
 
@@ -205,7 +205,7 @@ class AdaptiveDBanditSchedule(GPBanditSchedule):
             if name in options:
                 raise ValueError(f"{type(self).__name__} takes no {name!r}: it chooses d in [d_min, d_max] every "
                                  "round, and its embedding is invariant to the points' order by construction")
-        protocol = options.get("protocol", DEFAULT_PROTOCOL)
+        protocol = options.setdefault("protocol", "tvolib")  # its own: the integrand preset is GPBanditSchedule's
         super().__init__(
             self.d_max,
             n_init=size_defaults(protocol, self.d_min + 3)[0] if n_init is None else n_init,

@@ -42,10 +42,10 @@ class BanditScheduleBase(Schedule):
 
     Args:
         d: number of left points including ``b_0 = 0`` (>= 2); the arm holds the other ``d - 1``.
-        protocol: ``"tvolib"`` (default: this package's, the best on the test bed,
-            :mod:`tvolib.bandit.testbed`), ``"code"`` (the authors' code, which produced the paper's
-            numbers) or ``"paper-text"``; sets every item below left at ``None``
-            (:mod:`tvolib.bandit.protocol`).
+        protocol: ``"integrand"`` (default: the best on the test bed, :mod:`tvolib.bandit.testbed`;
+            its items are ``"tvolib"``'s), ``"tvolib"`` (this package's GP-UCB), ``"code"`` (the
+            authors' code, which produced the paper's numbers) or ``"paper-text"``; sets every item
+            below left at ``None`` (:mod:`tvolib.bandit.protocol`).
         burn_in_schedule: what trains before the first window starts: ``"log"`` (the log schedule,
             ``beta_1 = 0.025``) or ``"arm"`` (the first random arm).
         arm_domain: ``"staggered"`` (coordinate ``k`` of the sorted arm in ``[lo, hi k / (d - 1)]``)

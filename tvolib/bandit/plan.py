@@ -11,7 +11,8 @@ training at epoch
 and a run of ``T`` epochs trains GP-chosen arms for ``max(0, T - e_GP + 1)`` of them. Early
 updates (:mod:`tvolib.bandit.reward`) only shorten windows, so the GP starts at ``e_GP`` or
 before. With the defaults (``window=6``, 3 d random rounds) the GP of a d = 5 bandit first
-trains at epoch 96: a shorter run trains random arms only.
+trains at epoch 96: a shorter run trains random arms only (the integrand bandit's, given the
+integrand, at epoch 19: three rounds of 6 epochs).
 :class:`~tvolib.bandit.GPBanditSchedule` warns (:class:`ShortRunWarning`) when told, by
 ``epochs=``, of a run in which GP-chosen arms would train fewer than half of the epochs.
 
@@ -94,22 +95,30 @@ def round_plan(epochs: int, *, burn_in: int, window: int, window_growth_every: i
     return RoundPlan(epochs, rounds, gp_rounds, first_gp, epochs - first_gp + 1, n_init)
 
 
-def schedule_plan(schedule: Any, epochs: int) -> RoundPlan:
+def schedule_plan(schedule: Any, epochs: int, *, integrand: bool = True) -> RoundPlan:
     """:func:`round_plan` of a bandit schedule's own window rule and random rounds.
 
     Args:
         schedule: a :class:`~tvolib.bandit.base.BanditScheduleBase` (``n_init``: its random rounds;
             a schedule without one, e.g. :class:`~tvolib.bandit.RandomSchedule`, has no GP).
         epochs: the run's length.
+        integrand: for the integrand bandit (``protocol="integrand"``), whether the loop hands it the
+            integrand (``log_weights``, as the trainer does): then its GP chooses after
+            ``n_init_integrand`` rounds, else after the ``tvolib`` protocol's ``n_init``.
 
     Example:
         >>> from tvolib.bandit import GPBanditSchedule
-        >>> schedule_plan(GPBanditSchedule(5, device="cpu"), 100).first_gp_epoch
+        >>> schedule_plan(GPBanditSchedule(5, protocol="tvolib", device="cpu"), 100).first_gp_epoch
         96
+        >>> schedule_plan(GPBanditSchedule(5, device="cpu"), 100).first_gp_epoch   # reads the integrand
+        19
     """
+    n_init = getattr(schedule, "n_init", None)
+    if integrand and getattr(schedule, "n_init_integrand", None) is not None:
+        n_init = schedule.n_init_integrand
     return round_plan(epochs, burn_in=schedule.burn_in, window=schedule.window,
                       window_growth_every=schedule.window_growth_every, window_growth=schedule.window_growth,
-                      n_init=getattr(schedule, "n_init", None))
+                      n_init=n_init)
 
 
 def short_run_message(schedule: Any, epochs: int) -> str | None:
@@ -137,6 +146,9 @@ def short_run_message(schedule: Any, epochs: int) -> str | None:
                           window_growth=schedule.window_growth, n_init=plan.n_init).gp_share >= 0.5]
     advice = (f"window={fits[0]} would let the GP train half of the run" if fits
               else f"no window does with n_init={plan.n_init} random rounds; pass a smaller n_init or train longer")
+    if getattr(schedule, "n_init_integrand", None) is not None:
+        what += (" when step() is handed the integrand (log_weights); without it, from epoch "
+                 f"{schedule_plan(schedule, 10**7, integrand=False).first_gp_epoch}")
     return (f"{name}: {what} (window rule: window={schedule.window}, +{schedule.window_growth} every "
             f"{schedule.window_growth_every} rounds, burn_in={schedule.burn_in}; early updates only start it "
             f"sooner). {advice}.")

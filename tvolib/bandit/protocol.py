@@ -19,8 +19,10 @@ like a 2-point one). Three presets:
   (:data:`ML_BOUNDS`); the reward from the trapezoid evidence over 50 log-spaced points, as window
   means (:mod:`tvolib.bandit.reward`). The upper guard is the code's arm, every point on 0.95,
   which the per-point scaling puts far outside the unit cube.
-* ``"tvolib"`` (the default of :class:`~tvolib.bandit.GPBanditSchedule`: the best on the bandit's
-  test bed, :mod:`tvolib.bandit.testbed`): the code's, with three departures, each chosen on the
+* ``"tvolib"`` (the default of run configs that name no protocol, :data:`CONFIG_DEFAULT_PROTOCOL`,
+  and of :class:`~tvolib.bandit.AdaptiveDBanditSchedule`; :class:`~tvolib.bandit.GPBanditSchedule`'s
+  until the ``"integrand"`` preset did better on the bandit's test bed, :mod:`tvolib.bandit.testbed`):
+  the code's, with three departures, each chosen on the
   test bed where the code's protocol puts 60-100% of its arms on corners and does worse than random
   arms once the evidence has a falling trend (docs/paper-notes.md):
 
@@ -42,11 +44,12 @@ like a 2-point one). Three presets:
   (weak priors) warm-started from the previous round; the reward ``L_end - L_start`` of the left
   Riemann evidence over 50 linear points (Eq. 7).
 
-* ``"integrand"`` (:class:`~tvolib.bandit.integrand_bandit.IntegrandBanditSchedule`, which
+* ``"integrand"`` (the default of :class:`~tvolib.bandit.GPBanditSchedule`, :data:`DEFAULT_PROTOCOL`:
+  the best on the test bed; :class:`~tvolib.bandit.integrand_bandit.IntegrandBanditSchedule`, which
   :class:`~tvolib.bandit.GPBanditSchedule` builds for it: a different algorithm, :data:`PRESET_CLASSES`):
   the reward's part that the integrand predicts, the TVO's bias at the arm, enters with a fitted
   weight, a GP over points models the rest and the next arm is a dynamic programme's; its items
-  are ``"tvolib"``'s, which serve the rounds without an integrand.
+  are ``"tvolib"``'s, which serve the rounds without an integrand (arm for arm ``"tvolib"``'s).
 
 Every item is also a keyword of :class:`~tvolib.bandit.GPBanditSchedule`, so one item can be
 changed at a time (the ablation figure does).
@@ -69,6 +72,7 @@ from torch import Tensor
 from ..checks import check_bool, plain_value
 
 __all__ = [
+    "CONFIG_DEFAULT_PROTOCOL",
     "DEFAULT_PROTOCOL",
     "ML_BOUNDS",
     "PRESET_CLASSES",
@@ -85,7 +89,11 @@ __all__ = [
 ]
 
 #: The preset a bandit schedule follows when none is named (the best on the test bed).
-DEFAULT_PROTOCOL = "tvolib"
+DEFAULT_PROTOCOL = "integrand"
+#: The preset a run config means when it names none: ``"tvolib"``, the default when such configs were
+#: first named, so that moving :data:`DEFAULT_PROTOCOL` neither renames nor re-means a cached run
+#: (:mod:`tvolib.training.schedule` builds and names configs by it).
+CONFIG_DEFAULT_PROTOCOL = "tvolib"
 #: Decimals kept by the ``"round"`` projection (the authors' code rounds proposals to 4).
 ROUND_DECIMALS = 4
 #: Upper bound of the single interior point when ``d = 2`` in the authors' code (staggered domain).

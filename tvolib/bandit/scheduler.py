@@ -11,7 +11,8 @@ Drop-in use from any training loop (no tvolib trainer needed)::
         betas = sched.current()                      # (5,) float64 tensor [0, b_1 < ... < b_4]
         train_one_epoch(model, betas)                # your TVO training with these left points
         L = train_log_evidence(model, sched.evidence_spec)  # TVO estimate, 50 linear left points
-        sched.step(epoch, evidence=L)                # closes a window and picks the next arm when due
+        sched.step(epoch, evidence=L,                # closes a window and picks the next arm when due;
+                   log_weights=lambda: log_w_sample)  # log w (S, N) of some training points: the integrand
     torch.save(sched.state_dict(), "bandit.pt")      # resume exactly: sched.load_state_dict(
                                                      #   torch.load("bandit.pt", weights_only=True))
 
@@ -25,10 +26,12 @@ The GP round (Section 4, Algorithm 1). After round ``k``: standardise the last
 maximise GP-UCB (Eq. 17) at time ``k + 1`` (the round being chosen; the same time map is used for
 the training points) over the arm domain, and project (Section 4.2). The first rounds draw random
 arms (seeded) until ``n_init`` finite observations exist. Which of these choices apply is the
-*protocol* (:mod:`tvolib.bandit.protocol`): by default this package's (``"tvolib"``), which does
-best on the bandit's test bed (:mod:`tvolib.bandit.testbed`); ``protocol="code"`` is the authors'
-code's, which produced the paper's numbers (the paper's figures name it), and
-``protocol="paper-text"`` what the paper's text alone specifies.
+*protocol* (:mod:`tvolib.bandit.protocol`): by default ``"integrand"``, which does best on the
+bandit's test bed (:mod:`tvolib.bandit.testbed`): :class:`GPBanditSchedule` then builds
+:class:`~tvolib.bandit.integrand_bandit.IntegrandBanditSchedule`, which also reads the integrand
+(pass ``log_weights`` to ``step``; without it every round is ``"tvolib"``'s GP-UCB, this package's
+protocol); ``protocol="code"`` is the authors' code's, which produced the paper's numbers (the
+paper's figures name it), and ``protocol="paper-text"`` what the paper's text alone specifies.
 """
 from __future__ import annotations
 

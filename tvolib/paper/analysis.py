@@ -102,7 +102,7 @@ def with_series(frame: pd.DataFrame) -> pd.DataFrame:
         >>> with_series(frame)["schedule"].tolist()      # no protocol named: the default, tvolib
         ['gp_bandit_tvolib', 'gp_bandit', 'log']
     """
-    from tvolib.bandit.protocol import DEFAULT_PROTOCOL  # torch: only when a frame is summarised
+    from tvolib.bandit.protocol import CONFIG_DEFAULT_PROTOCOL  # torch: only when a frame is summarised
     from tvolib.paper.sweeps import PROTOCOL_SERIES
 
     if frame.empty or "schedule_options" not in frame.columns:
@@ -110,7 +110,7 @@ def with_series(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
 
     def series(row: pd.Series) -> str:
-        options = {"protocol": DEFAULT_PROTOCOL, **dict(row["schedule_options"] or ())}  # absent: the default
+        options = {"protocol": CONFIG_DEFAULT_PROTOCOL, **dict(row["schedule_options"] or ())}  # absent: the default
         for name, chosen in PROTOCOL_SERIES.items():
             if row["schedule"] == "gp_bandit" and all(options.get(k) == v for k, v in chosen.items()):
                 return name

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from tvolib.bandit.plan import schedule_plan
-from tvolib.bandit.protocol import DEFAULT_PROTOCOL
+from tvolib.bandit.protocol import CONFIG_DEFAULT_PROTOCOL
 from tvolib.paper.profiles import Profile, get_profile
 from tvolib.training import PCFGConfig, RunConfig
 from tvolib.training.schedule import VARIABLE_D_SCHEDULES, make_schedule
@@ -170,7 +170,7 @@ PROTOCOL_SERIES: dict[str, dict[str, Any]] = {"gp_bandit_tvolib": {"protocol": "
 
 def bandit_options(config: Any) -> dict[str, Any]:
     """A run's schedule options, with the protocol a bandit schedule follows when they name none
-    (:data:`~tvolib.bandit.protocol.DEFAULT_PROTOCOL`: a config that names the default has it
+    (:data:`~tvolib.bandit.protocol.CONFIG_DEFAULT_PROTOCOL`: a config that names the default has it
     dropped from its options, so that one run has one digest).
 
     Example:
@@ -180,7 +180,7 @@ def bandit_options(config: Any) -> dict[str, Any]:
     """
     options = dict(config.schedule_options)
     if config.schedule in WINDOWED_SCHEDULES:
-        options.setdefault("protocol", DEFAULT_PROTOCOL)
+        options.setdefault("protocol", CONFIG_DEFAULT_PROTOCOL)
     return options
 
 

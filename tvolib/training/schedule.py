@@ -20,7 +20,7 @@ import torch
 
 from tvolib.bandit import PROTOCOLS, AdaptiveDBanditSchedule, GPBanditSchedule, RandomSchedule
 from tvolib.bandit.acquisition import acquisition_budget
-from tvolib.bandit.protocol import size_defaults
+from tvolib.bandit.protocol import CONFIG_DEFAULT_PROTOCOL, size_defaults
 from tvolib.bias_optimal import BiasOptimalSchedule
 from tvolib.checks import plain_value
 from tvolib.schedules import FixedSchedule, MomentsSchedule, Schedule
@@ -75,14 +75,14 @@ def _bias_optimal(d: int, beta_1: float, seed: int, options: dict[str, Any], dev
 
 def _bandit(sort: bool, time_varying: bool) -> Callable[..., Schedule]:
     def build(d: int, beta_1: float, seed: int, options: dict[str, Any], device: Any) -> Schedule:
-        extra = {} if device is None else {"device": device}
+        extra = {"protocol": CONFIG_DEFAULT_PROTOCOL, **({} if device is None else {"device": device})}
         return GPBanditSchedule(d, sort=sort, time_varying=time_varying, seed=seed, **{**extra, **options})
 
     return build
 
 
 def _random(d: int, beta_1: float, seed: int, options: dict[str, Any], device: Any) -> Schedule:
-    return RandomSchedule(d, seed=seed, **options)
+    return RandomSchedule(d, seed=seed, **{"protocol": CONFIG_DEFAULT_PROTOCOL, **options})
 
 
 def _adaptive(d: int, beta_1: float, seed: int, options: dict[str, Any], device: Any) -> Schedule:
@@ -210,12 +210,12 @@ def _picked(name: str, key: str, params: dict[str, inspect.Parameter], values: d
     """The value schedule ``name`` uses for option ``key`` when it is left out, where known from the
     config alone (else ``_NO_DEFAULT``): the constructor's default, or for ``n_init``,
     ``max_observations``, ``raw_samples`` and ``num_restarts`` the value it derives from ``d``."""
-    default = params[key].default
+    default = CONFIG_DEFAULT_PROTOCOL if key == "protocol" else params[key].default  # a config's, not the class's
     if key in SPELLED_DEFAULTS or default is inspect.Parameter.empty:
         return _NO_DEFAULT
     if default is not None:
         return default
-    protocol = values.get("protocol", params["protocol"].default if "protocol" in params else None)
+    protocol = values.get("protocol", CONFIG_DEFAULT_PROTOCOL if "protocol" in params else None)
     if type(d) is not int or d < 2 or not isinstance(protocol, str) or protocol not in PROTOCOLS:
         return _NO_DEFAULT
     if name in VARIABLE_D_SCHEDULES:  # AdaptiveDBanditSchedule: n_init at d_min + 3, the cap at d_max = d
@@ -239,7 +239,8 @@ def canonical_options(name: str, options: tuple[tuple[str, Any], ...], d: Any = 
     ``bool`` parameter becomes ``False`` or ``True`` (``time_varying=0`` is ``time_varying=False``;
     a string is kept, for the schedule to refuse). Options that say what leaving them out says are
     dropped: an option at its constructor's default (``kappa=None``, ``d_min=2``, ``ml_starts=200``),
-    ``protocol`` at its default, a protocol item at the chosen preset's value (``corner_guards=True``
+    ``protocol`` at a config's default (:data:`~tvolib.bandit.protocol.CONFIG_DEFAULT_PROTOCOL`, the one a
+    config that names none is built with), a protocol item at the chosen preset's value (``corner_guards=True``
     under ``"code"``, :data:`tvolib.bandit.PROTOCOLS`), and, given ``d`` (the config's), the sizes
     the schedule derives from it (``n_init=12`` and ``max_observations=120`` for ``gp_bandit`` at
     ``d = 4``, ``n_init=15`` for ``gp_bandit_adaptive``; ``raw_samples``, ``num_restarts``). So a
@@ -261,8 +262,7 @@ def canonical_options(name: str, options: tuple[tuple[str, Any], ...], d: Any = 
     params = _constructor_parameters(name) or {}
     own = set(_REGISTRY[name][2])
     values = {k: _as_annotated(v, params[k].annotation) if k in params else v for k, v in options}
-    default_protocol = params["protocol"].default if "protocol" in params else None
-    protocol = values.get("protocol", default_protocol)
+    protocol = values.get("protocol", CONFIG_DEFAULT_PROTOCOL if "protocol" in params else None)
     preset = PROTOCOLS.get(protocol, {}) if isinstance(protocol, str) else {}
     kept = []
     for key, value in values.items():
