@@ -36,7 +36,7 @@ def test_dry_run_and_status(root, capsys):
     assert "profile 'smoke'" in out and "1 runs: 0 cached, 0 partial (resume), 1 new -> 1 to run" in out
     assert "gp_bandit" in out and "missing" in out and not root.exists()
     assert main(["status", "fig4", "--profile", "smoke", "--results-root", str(root)]) == 0
-    assert "fig4_vae_mnist_fashion at profile smoke: 0 done, 0 partial, 24 missing" in capsys.readouterr().out
+    assert "fig4_vae_mnist_fashion at profile smoke: 0 done, 0 partial, 28 missing" in capsys.readouterr().out
     assert main(["status", "--profile", "smoke", "--results-root", str(root)]) == 0
     out = capsys.readouterr().out
     assert "table_permutation" in out and "all (distinct runs)" in out and "corrupt" in out and "foreign" in out
@@ -46,11 +46,11 @@ def test_dry_run_shows_stacks_and_the_gpu_profile_compares_with_paper(root, caps
     assert main(["run", "fig4", "--profile", "smoke", "--dry-run", "--stack", "on", "--max-stack", "3",
                  "--results-root", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "24 to run (24 of them in 8 stack(s) of at most 3 runs)" in out and "stack" in out.splitlines()[2]
+    assert "28 to run (24 of them in 8 stack(s) of at most 3 runs)" in out and "stack" in out.splitlines()[2]
     assert main(["run", "fig2", "--profile", "gpu", "--dry-run", "--results-root", str(root)]) == 0
     assert "the paper profile would take about" in capsys.readouterr().out
     assert main(["list"]) == 0
-    assert "gpu: 1186 runs" in capsys.readouterr().out
+    assert "gpu: 1269 runs" in capsys.readouterr().out
 
 
 def test_run_config_status_and_damaged_folder(root, tmp_path, capsys, fake_tvo):
@@ -153,7 +153,7 @@ def test_entry_point_subprocess(root):
     out = subprocess.run([sys.executable, "-m", "tvolib", "run", "fig3", "--profile", "smoke", "--dry-run"],
                          capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stderr
-    assert "3 to run" in out.stdout  # the profile's GP-bandit run and the bandit budget's two (code, tvolib)
+    assert "4 to run" in out.stdout  # the profile's GP-bandit run and the bandit budget's three (code, tvolib, integrand)
     bad = subprocess.run([sys.executable, "-m", "tvolib", "run", "fig3", "--profile", "smoke", "--device", "tpu"],
                          capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
     last = bad.stderr.strip().splitlines()[-1]  # (library warnings printed at import may come first)

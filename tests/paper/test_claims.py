@@ -91,7 +91,7 @@ def test_fig12_regret_below_random_arms_and_below_the_best_baseline():
     rows = [("c1", "random arms", 0.6), ("c1", "tvolib", 0.2), ("c1", "log", 0.1), ("c1", "linear", 0.5),
             ("c2", "random arms", 0.6), ("c2", "tvolib", 0.3), ("c2", "log", 0.5)]
     table = pd.DataFrame([{"case": c, "protocol": p, "regret": r, "regret_sem": 0.02} for c, p, r in rows])
-    random_arms, baselines = evaluate("fig12_bandit_testbed", table)
+    random_arms, baselines = evaluate("fig12_bandit_testbed", table)  # tvolib only: no integrand rows
     assert random_arms.verdict == "reproduced"
     assert [c.outcome for c in baselines.comparisons] == ["reversed", "holds"]
     assert baselines.comparisons[0].label == "c1: vs log"

@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from tvolib import runs  # noqa: E402
+from tvolib.runs import store  # noqa: E402
 from tvolib.paper import results, sweeps  # noqa: E402
 from tvolib.paper.figures import BUILDERS, NOTEBOOK_PARAMETERS, FigureResult, figure, notebook_parameters  # noqa: E402
 from tvolib.paper.names import PCFG_METRICS  # noqa: E402
@@ -60,8 +61,15 @@ def fake_train(config, run_dir, **_):
 
 
 @pytest.fixture()
-def cached(tmp_path):
-    """Run every smoke config of the tested figures with the fake trainer into a results folder."""
+def cached(tmp_path, monkeypatch):
+    """Run every smoke config of the tested figures with the fake trainer into a results folder.
+
+    The fake checkpoints hold hand-made bandit rounds, not a schedule's state: the store's checks that
+    a schedule takes them and that every value keeps its rule (tests/runs/test_repair.py,
+    tests/bandit/test_history_rules.py) are switched off here; schedule_history.csv is still checked
+    against them, row by row and cell by cell."""
+    monkeypatch.setattr(store, "_bandit_record_problem", lambda config, state: "")
+    monkeypatch.setattr(store, "check_history", lambda rows, schedule=None, **_: None)
     root = tmp_path / "results"
 
     def run(name):
@@ -128,16 +136,17 @@ def test_fig3_summarises_each_seed_and_reports_the_degenerate_share(cached):
     table = result.details["arm_summary"]
     epochs = result.frame["epochs"].iloc[0]
     # smoke: one seed; the profile's run, then the bandit budget's (Fig 11's GP-bandit runs: the code's
-    # protocol, then this package's)
+    # protocol, then this package's two)
     assert list(table["budget"]) == [f"{epochs} epochs", f"{epochs} epochs (bandit budget)",
-                                     f"{epochs} epochs (bandit budget): GP-bandit (tvolib)"]
-    assert list(table["seed"]) == [0, 0, 0] and (table["rounds"] == epochs).all()
+                                     f"{epochs} epochs (bandit budget): GP-bandit (tvolib)",
+                                     f"{epochs} epochs (bandit budget): GP-bandit (integrand)"]
+    assert list(table["seed"]) == [0, 0, 0, 0] and (table["rounds"] == epochs).all()
     # GP rounds 2..epochs-1 choose alternately a spread and a degenerate arm
     gp = epochs - 2
     assert (table["gp_rounds"] == gp).all()
-    assert table["degenerate_share"].tolist() == pytest.approx([(gp // 2) / gp] * 3)
+    assert table["degenerate_share"].tolist() == pytest.approx([(gp // 2) / gp] * 4)
     assert f"(bandit budget): {gp} of {epochs} rounds' arms chosen by the GP, {(gp // 2) / gp:.0%}" in result.caption
-    assert table["test_log_px"].tolist() == pytest.approx([-100.0 + epochs / 10] * 3)
+    assert table["test_log_px"].tolist() == pytest.approx([-100.0 + epochs / 10] * 4)
     assert [ax.get_title() for ax in result.figure.axes if ax.get_title()] == list(table["budget"])
 
 
@@ -151,7 +160,7 @@ def test_fig10_lists_every_protocol_variant_beside_the_schedules(cached):
     assert (bandit["gp_rounds"] > 0).all() and bandit["degenerate_share"].between(0.3, 0.7).all()
     # the second row: Fig 11's runs, the code's and this package's protocols named as in the first
     assert long["budget"].iloc[0].endswith("(bandit budget)")
-    assert list(long["method"]) == fixed_names + ["bias-optimal (schedule)", "code", "tvolib"]  # Fig 11's series
+    assert list(long["method"]) == fixed_names + ["bias-optimal (schedule)", "code", "tvolib", "integrand"]  # Fig 11's series
     assert long["log_px"].iloc[0] == pytest.approx(-100.0 - 1.0 + 6 / 10)
 
 
@@ -168,7 +177,8 @@ def test_fig11_draws_the_budgets_curves_arms_and_degenerate_thirds(cached):
     curves, *arms, shares = result.figure.axes
     assert len(curves.lines) == len(sweeps.BUDGET_SERIES)
     assert np.allclose(curves.lines[0].get_xdata(), range(7))  # evaluated every epoch at smoke
-    assert [ax.get_title() for ax in arms] == ["GP-bandit: arms, every seed", "GP-bandit (tvolib): arms, every seed"]
+    assert [ax.get_title() for ax in arms] == ["GP-bandit: arms, every seed", "GP-bandit (tvolib): arms, every seed",
+                                               "GP-bandit (integrand): arms, every seed"]
     assert "at least 3 rounds per run train an arm chosen by the GP" in result.caption
     assert [p.name for p in result.paths] == [f"fig11_bandit_budget.{e}" for e in ("pdf", "png", "csv", "md")]
 
@@ -181,14 +191,16 @@ def test_one_more_bandit_series_reaches_figs_3_10_and_11(cached, monkeypatch):
     monkeypatch.setattr(sweeps, "BUDGET_SERIES", {**sweeps.BUDGET_SERIES, name: box})
     fig11 = cached("fig11_bandit_budget")
     assert list(fig11.table["method"]) == list(sweeps.BUDGET_SERIES)
-    assert [ax.get_title() for ax in fig11.figure.axes[1:4]] == [
-        "GP-bandit: arms, every seed", "GP-bandit (tvolib): arms, every seed", f"{name}: arms, every seed"]
+    assert [ax.get_title() for ax in fig11.figure.axes[1:5]] == [
+        "GP-bandit: arms, every seed", "GP-bandit (tvolib): arms, every seed",
+        "GP-bandit (integrand): arms, every seed", f"{name}: arms, every seed"]
     fig3 = cached("fig3_beta_over_time")
     assert list(fig3.details["arm_summary"]["budget"]) == ["6 epochs", "6 epochs (bandit budget)",
                                           "6 epochs (bandit budget): GP-bandit (tvolib)",
+                                          "6 epochs (bandit budget): GP-bandit (integrand)",
                                           f"6 epochs (bandit budget): {name}"]
     long = cached("fig10_bandit_protocol").table.query("budget == '6 epochs (bandit budget)'")
-    assert list(long["method"])[-3:] == ["code", "tvolib", name]
+    assert list(long["method"])[-4:] == ["code", "tvolib", "integrand", name]
 
 
 def test_fig13_puts_the_adaptive_bandit_beside_each_fixed_d_and_its_grid(cached):
@@ -200,7 +212,8 @@ def test_fig13_puts_the_adaptive_bandit_beside_each_fixed_d_and_its_grid(cached)
     assert adaptive["minutes_per_seed"] == pytest.approx(66.0 / 60)
     best = table.loc[("mnist", "log", "best (d = 2)")]  # the fake gives every d the same numbers: the first
     assert best["runs_per_seed"] == 2 and best["minutes_per_seed"] == pytest.approx(2 * 66.0 / 60)
-    assert {s for _, s, _ in table.index} == {"GP-bandit (adaptive d)", "log", "moments", "GP-bandit", "GP-bandit (tvolib)"}
+    assert {s for _, s, _ in table.index} == {"GP-bandit (adaptive d)", "log", "moments", "GP-bandit", "GP-bandit (tvolib)",
+                                                 "GP-bandit (integrand)"}
     assert len(result.figure.axes) == 3 * 2  # log p(x), KL, d over training; MNIST, Fashion-MNIST
     rounds = result.details["rounds"]
     assert set(rounds["d"]) == {2, 3, 4, 5} and set(rounds["dataset"]) == {"mnist", "fashion_mnist"}

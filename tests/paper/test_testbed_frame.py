@@ -30,7 +30,7 @@ def test_every_case_has_the_protocols_for_every_seed_and_the_baselines(frame):
     for case in CASES:
         rows = table[table["case"] == case]
         bandits = rows[rows["kind"] == "bandit"]
-        assert set(bandits["protocol"]) == set(testbed.TESTBED_PROTOCOLS) and len(bandits) == 4 * 2
+        assert set(bandits["protocol"]) == set(testbed.TESTBED_PROTOCOLS) and len(bandits) == len(testbed.TESTBED_PROTOCOLS) * 2
         baselines = rows[rows["kind"] == "baseline"]
         expected = {"log", "log (best beta_1)", "linear"} | ({"moments", "bias-optimal"} if "tvo" in case else set())
         assert set(baselines["protocol"]) == expected

@@ -18,7 +18,8 @@ def test_schedule_colours_and_markers_are_fixed_across_figures():
     assert len({tuple(c) for c in b.values()}) == 4
     assert style.schedule_markers(["random", "gp_bandit"]) == {"gp_bandit": "D", "random": "X"}
     new = style.schedule_markers(["new_a", "new_b", "linear"])
-    assert new == {"linear": "o", "new_a": "h", "new_b": ">"}  # "P": the GP bandit under tvolib's protocol; "*": adaptive d
+    assert new == {"linear": "o", "new_a": ">", "new_b": "d"}  # "P", "h": the GP bandit under tvolib's and the
+    # integrand protocol; "*": adaptive d
     spare = style.schedule_palette(["zz", "linear"])
     assert spare["zz"] not in style.schedule_palette(["linear", "log", "moments", "gp_bandit", "random"]).values()
 

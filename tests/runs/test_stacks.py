@@ -53,7 +53,7 @@ def test_every_config_in_exactly_one_job_of_one_key(max_stack, order):
 
 def test_smoke_fig4_groups_by_dataset_S_and_d():
     jobs = stack_jobs(sweeps.fig4_vae_mnist_fashion("smoke"), MAX_STACK)
-    assert [len(job) for job in jobs] == [6, 6, 6, 6]  # 2 datasets x 2 d, the 6 series in each
+    assert [len(job) for job in jobs] == [7, 7, 7, 7]  # 2 datasets x 2 d, the 7 series in each
     assert all(len({(c.dataset, c.d, c.S) for c in job}) == 1 for job in jobs)
     assert len({stack_label(job[0]) for job in jobs}) == 4
     assert stack_label(sweeps.fig6_pcfg("smoke")[0]) is None

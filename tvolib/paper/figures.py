@@ -227,7 +227,7 @@ def _metric_vs_d(inputs: _Inputs, schedules: list[str] | None = None) -> FigureR
 
 def _fig8(inputs: _Inputs) -> FigureResult:
     """Fig 8: GP-bandit versus random schedules (the random ones drawn first, as the paper)."""
-    return _metric_vs_d(inputs, schedules=["random", "gp_bandit", "gp_bandit_tvolib", "bias_optimal"])
+    return _metric_vs_d(inputs, schedules=["random", "gp_bandit", *PROTOCOL_SERIES, "bias_optimal"])
 
 
 def pcfg_reference_levels(config: Any) -> list[tuple[str, float]]:

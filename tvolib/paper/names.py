@@ -49,6 +49,7 @@ __all__ = [
 
 #: Legend order of schedules; names not listed follow alphabetically.
 SCHEDULE_ORDER: tuple[str, ...] = ("linear", "log", "moments", "bias_optimal", "gp_bandit", "gp_bandit_tvolib",
+                                   "gp_bandit_integrand",
                                    "gp_bandit_adaptive", "gp_bandit_unsorted", "gp_bandit_time_invariant", "random")
 
 SCHEDULE_LABELS: dict[str, str] = {
@@ -59,6 +60,7 @@ SCHEDULE_LABELS: dict[str, str] = {
     "bias_optimal": "bias-optimal",
     "gp_bandit": "GP-bandit",
     "gp_bandit_tvolib": "GP-bandit (tvolib)",
+    "gp_bandit_integrand": "GP-bandit (integrand)",
     "bandit": "GP-bandit",
     "gp_bandit_unsorted": "GP-bandit (unsorted)",
     "gp_bandit_time_invariant": "GP-bandit (time-invariant)",
@@ -66,18 +68,19 @@ SCHEDULE_LABELS: dict[str, str] = {
     "random": "random",
 }
 
-#: Index into seaborn's "deep" palette per schedule (10: black, :func:`tvolib.plotting.style.schedule_palette`).
+#: Index into seaborn's "deep" palette per schedule (10: black, 11: navy, :func:`tvolib.plotting.style.schedule_palette`).
 SCHEDULE_COLOURS: dict[str, int] = {"linear": 0, "log": 1, "log_uniform": 1, "moments": 2, "gp_bandit": 3,
                                     "bandit": 3, "gp_bandit_unsorted": 4, "gp_bandit_time_invariant": 6, "random": 7,
-                                    "gp_bandit_tvolib": 5, "gp_bandit_adaptive": 9, "bias_optimal": 10}
+                                    "gp_bandit_tvolib": 5, "gp_bandit_adaptive": 9, "bias_optimal": 10,
+                                    "gp_bandit_integrand": 8}
 #: Colours no named schedule uses, handed out in legend order to unnamed ones.
-SPARE_COLOURS: tuple[int, ...] = (8,)
+SPARE_COLOURS: tuple[int, ...] = (11,)
 
 SCHEDULE_MARKERS: dict[str, str] = {"linear": "o", "log": "s", "log_uniform": "s", "moments": "^",
                                     "gp_bandit": "D", "bandit": "D", "gp_bandit_unsorted": "v", "gp_bandit_time_invariant": "<",
                                     "random": "X", "gp_bandit_tvolib": "P", "gp_bandit_adaptive": "*",
-                                    "bias_optimal": "p"}
-SPARE_MARKERS: tuple[str, ...] = ("h", ">")
+                                    "bias_optimal": "p", "gp_bandit_integrand": "h"}
+SPARE_MARKERS: tuple[str, ...] = (">", "d")
 
 #: Rows of the permutation table (Appendix D.4): the schedule name or a bool "sorted".
 GP_VARIANT_LABELS: dict[Any, str] = {

@@ -165,7 +165,8 @@ def _model_for(dataset: str) -> str:
 #: Series that are the GP bandit under another protocol than the code's: series name -> GP-bandit
 #: options. A sweep lists them among its schedules; their runs are ``gp_bandit`` runs with these
 #: options, and :func:`tvolib.paper.analysis.with_series` names them back in a run frame.
-PROTOCOL_SERIES: dict[str, dict[str, Any]] = {"gp_bandit_tvolib": {"protocol": "tvolib"}}
+PROTOCOL_SERIES: dict[str, dict[str, Any]] = {"gp_bandit_tvolib": {"protocol": "tvolib"},
+                                              "gp_bandit_integrand": {"protocol": "integrand"}}
 
 
 def bandit_options(config: Any) -> dict[str, Any]:
@@ -338,6 +339,7 @@ def fig9_training_curves(profile: Profile | str) -> list[Any]:
 PROTOCOL_VARIANTS: dict[str, dict[str, Any]] = {
     "code": {},
     "tvolib": {"protocol": "tvolib"},
+    "integrand": {"protocol": "integrand"},
     "paper-text": {"protocol": "paper-text", "n_init": None},
     "kappa: Theorem 1": {"kappa": "theorem1"},
     "domain: box": {"arm_domain": "box"},
@@ -392,6 +394,7 @@ BUDGET_SERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "random": ("random", {}),
     "gp_bandit": ("gp_bandit", {"protocol": "code"}),
     "gp_bandit_tvolib": ("gp_bandit", {"protocol": "tvolib"}),
+    "gp_bandit_integrand": ("gp_bandit", {"protocol": "integrand"}),
     "bias_optimal": ("bias_optimal", {}),
 }
 

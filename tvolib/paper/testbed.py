@@ -42,6 +42,7 @@ TESTBED_PROTOCOLS: dict[str, dict[str, Any] | None] = {
     "code": {"protocol": "code"},
     "paper-text": {"protocol": "paper-text"},
     "tvolib": {"protocol": "tvolib"},
+    "integrand": {"protocol": "integrand"},
 }
 #: The table's columns (``kind``: ``"bandit"`` for the protocols and random arms, ``"baseline"``;
 #: ``runs``: what one result costs in runs, 7 for the grid-searched log; ``beta1``: the log rows').

@@ -54,7 +54,8 @@ def set_style() -> None:
 
 
 def _palette(names: list[Any], fixed: dict[str, int], spare: tuple[int, ...]) -> dict[Any, Any]:
-    base = [*sns.color_palette("deep", 10), (0.0, 0.0, 0.0)]  # index 10: black (the deep palette has ten colours)
+    # the deep palette has ten colours; index 10: black, 11: navy (the spare colour of unnamed schedules)
+    base = [*sns.color_palette("deep", 10), (0.0, 0.0, 0.0), (0.1, 0.1, 0.45)]
     out: dict[Any, Any] = {}
     extra = 0
     for name in names:
