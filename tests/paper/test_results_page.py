@@ -63,3 +63,9 @@ def test_the_committed_page_matches_the_committed_tables():
     """Regenerate with make figures (or tvolib.paper.results_page.write_results_page('figures'))."""
     figures = repo_root() / "figures"
     assert (figures / PAGE_NAME).read_text() == render_results_page(figures)
+
+
+def test_the_readme_carries_the_committed_summary():
+    """The README's results block is the page's summary table, from the committed tables."""
+    readme = (repo_root() / "README.md").read_text()
+    assert readme.count(README_BEGIN) == 1 and readme_block(repo_root() / "figures") in readme
