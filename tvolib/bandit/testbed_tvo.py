@@ -91,7 +91,7 @@ __all__ = [
 
 #: The largest ``d`` a step case's optimum is searched over.
 D_MAX = 12
-#: Regret of the bias-only schedule at d = 5 and mid-run that sets each integrand's hidden cost.
+#: Regret of the bias-only schedule at mid-run, at each case's own d, that sets its hidden cost (calibrate).
 HIDDEN_REGRET = 0.2
 #: Beta scale of the hidden cost ``lam exp(-b / tau)``.
 TAU = 0.05
