@@ -164,20 +164,6 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
         "n_init": None,
         "max_observations": None,
     },
-    "integrand": {
-        "burn_in_schedule": "log",
-        "arm_domain": "staggered",
-        "projection": "round",
-        "reward": "rate",
-        "corner_guards": True,
-        "standardize": "robust",
-        "kappa": "log_n",
-        "fit": "ml",
-        "ml_bounds": "dimension",
-        "trend": True,
-        "n_init": None,
-        "max_observations": None,
-    },
     "paper-text": {
         "burn_in_schedule": "arm",
         "arm_domain": "box",
@@ -193,6 +179,9 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
         "max_observations": None,
     },
 }
+#: The integrand protocol's items are the ``tvolib`` protocol's: without an integrand it is that
+#: protocol, arm for arm (its own algorithm, :data:`PRESET_CLASSES`, takes over when one is read).
+PROTOCOLS["integrand"] = dict(PROTOCOLS["tvolib"])
 
 #: Presets that are another algorithm than :class:`~tvolib.bandit.GPBanditSchedule`'s GP-UCB: preset
 #: -> the subclass ``GPBanditSchedule(d, protocol=preset)`` builds (filled by the subclass's module).
