@@ -163,7 +163,8 @@ def plot_bandit_budget(
         title: the figure title.
 
     Returns:
-        The figure: one row, the curves first, then one arms panel per bandit series, then the shares.
+        The figure: the curves and the shares in the top row, one arms panel per bandit series below
+        (axes in that order: curves, arms..., shares), so the panels stay readable at any number of series.
     """
     require(curves, ["epoch", "schedule", "mean", "sem"], "plot_bandit_budget(curves)")
     require(arms, ["epoch", "beta", "j", "schedule", "chosen_by"], "plot_bandit_budget(arms)")
@@ -172,8 +173,14 @@ def plot_bandit_budget(
         return message_figure("Nothing to draw: no completed runs.", title)
     set_style()
     bandits = ordered(arms["schedule"]) if len(arms) else []
-    fig, axes = plt.subplots(1, len(bandits) + 2, figsize=(4.6 * (len(bandits) + 2) + 0.6, 4.4), squeeze=False,
-                             layout="constrained")
+    columns = max(len(bandits), 2)
+    fig = plt.figure(figsize=(4.6 * columns + 0.6, 9.0), layout="constrained")
+    grid = fig.add_gridspec(2, 2 * columns)
+    half = columns  # the top row: the curves on the left half, the shares on the right half
+    curves_ax = fig.add_subplot(grid[0, :half])
+    arm_axes = [fig.add_subplot(grid[1, 2 * i:2 * i + 2]) for i in range(len(bandits))]
+    shares_ax = fig.add_subplot(grid[0, half:])
+    axes = [[curves_ax, *arm_axes, shares_ax]]
     ax = axes[0][0]
     names = ordered(curves["schedule"])
     palette = schedule_palette(names)
