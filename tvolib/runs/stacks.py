@@ -15,7 +15,7 @@ Example:
     >>> from tvolib.paper import sweeps
     >>> jobs = stack_jobs(sweeps.fig4_vae_mnist_fashion("smoke"), max_stack=3)
     >>> [len(job) for job in jobs][:4]
-    [3, 2, 3, 2]
+    [3, 3, 1, 3]
 """
 from __future__ import annotations
 
