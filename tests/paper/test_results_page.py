@@ -7,6 +7,7 @@ import pandas as pd
 
 from tvolib.paper.results_page import (
     PAGE_NAME,
+    headline,
     README_BEGIN,
     README_END,
     readme_block,
@@ -69,3 +70,13 @@ def test_the_readme_carries_the_committed_summary():
     """The README's results block is the page's summary table, from the committed tables."""
     readme = (repo_root() / "README.md").read_text()
     assert readme.count(README_BEGIN) == 1 and readme_block(repo_root() / "figures") in readme
+
+
+def test_the_headline_names_every_win_over_the_best_standard_schedule(tmp_path):
+    assert headline(tmp_path) == "**Against the best standard schedule:** not computed yet."
+    _fig4(tmp_path, -98.0)  # the GP bandit 2.0 ± 0.71 above log: a win
+    assert "beaten beyond two standard errors in Fig 4, mnist, S = 10, d = 5: vs log (+2.00 ± 0.71)" in headline(tmp_path)
+    _fig4(tmp_path, -104.0)
+    text = headline(tmp_path)
+    assert "in none of them does a bandit or the bias-optimal schedule beat it" in text and "1 go the other way" in text
+    assert text in render_results_page(tmp_path) and text in readme_block(tmp_path)

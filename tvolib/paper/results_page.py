@@ -26,7 +26,8 @@ from tvolib.paper.claims import CLAIMS, ClaimResult, evaluate
 from tvolib.paper.verdict import RULE
 from tvolib.paths import figures_dir, repo_root
 
-__all__ = ["PAGE_NAME", "README_BEGIN", "README_END", "claims_markdown", "figure_claims", "readme_block",
+__all__ = ["HEADLINE_FIGURES", "PAGE_NAME", "README_BEGIN", "README_END", "claims_markdown", "figure_claims", "headline",
+           "readme_block",
            "render_results_page", "update_readme", "write_results_page"]
 
 #: The page's file name in the figures folder.
@@ -115,7 +116,8 @@ def claims_markdown(results: list[ClaimResult]) -> str:
 def render_results_page(folder: str | os.PathLike[str] | None = None) -> str:
     """The page's Markdown, from the tables in ``folder`` (default: the figures folder)."""
     out = figures_dir(folder)
-    sections = [_HEADER.format(rule=RULE), *_summary_rows(out), "", "## The comparisons behind each verdict", ""]
+    sections = [_HEADER.format(rule=RULE), headline(out), "", *_summary_rows(out), "",
+                "## The comparisons behind each verdict", ""]
     for stem in CLAIMS:
         results = figure_claims(stem, out)
         if results:
@@ -123,11 +125,40 @@ def render_results_page(folder: str | os.PathLike[str] | None = None) -> str:
     return "\n".join(sections).rstrip() + "\n"
 
 
+#: The figures where this package's series meet the schedules a user would keep on real training.
+HEADLINE_FIGURES = ("fig4_vae_mnist_fashion", "fig11_bandit_budget")
+#: What the claims that pit a schedule against the best of linear, log and moments say.
+_AGAINST_STANDARD = ("best standard schedule", "over linear, log and moments")
+
+
+def headline(folder: str | os.PathLike[str] | None = None) -> str:
+    """One sentence: does a bandit or the bias-optimal schedule beat the best standard schedule
+    (linear, log, moments) anywhere on real training (:data:`HEADLINE_FIGURES`)? Every comparison
+    that holds is named with its difference."""
+    out = figures_dir(folder)
+    wins, total, reversed_ = [], 0, 0
+    for stem in HEADLINE_FIGURES:
+        for result in figure_claims(stem, out):
+            if not any(words in result.claim.text for words in _AGAINST_STANDARD):
+                continue
+            total += len(result.comparisons)
+            reversed_ += sum(c.outcome == "reversed" for c in result.comparisons)
+            label = FIGURE_TITLES[stem].split(". ")[0].replace(" (not in the paper)", "")
+            wins += [f"{label}, {c.label} ({c.text()})" for c in result.comparisons if c.outcome == "holds"]
+    if not total:
+        return "**Against the best standard schedule:** not computed yet."
+    verdict = ("in none of them does a bandit or the bias-optimal schedule beat it beyond two standard errors"
+               if not wins else "it is beaten beyond two standard errors in " + "; ".join(wins))
+    return (f"**Against the best standard schedule** (linear, log or moments, whichever is best in each cell) "
+            f"on real training, {total} comparisons in Figs 4 and 11: {verdict}; {reversed_} go the other way "
+            "beyond two standard errors.")
+
+
 def readme_block(folder: str | os.PathLike[str] | None = None) -> str:
-    """The summary table as the README carries it (links from the repository's root), between
-    :data:`README_BEGIN` and :data:`README_END`."""
+    """The headline and the summary table as the README carries them (links from the repository's
+    root), between :data:`README_BEGIN` and :data:`README_END`."""
     rows = _summary_rows(figures_dir(folder), where="figures/")
-    return "\n".join([README_BEGIN, *rows, README_END])
+    return "\n".join([README_BEGIN, headline(folder), "", *rows, README_END])
 
 
 def update_readme(readme: str | os.PathLike[str], folder: str | os.PathLike[str] | None = None) -> bool:
