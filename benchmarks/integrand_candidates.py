@@ -16,7 +16,9 @@ Candidates (``--candidates``, default all): ``random arms``, ``tvolib`` (the pac
 protocol), ``integrand`` (the integrand protocol as it ships: UCB, the predicted bias change with
 a fitted weight, three initial rounds, the box (0.05, 0.95)) and that protocol with one item
 changed: ``thompson``, ``no known part`` (the GP over points learns everything), ``box 0.001`` (a
-wider box), ``3 d initial rounds`` (the tvolib protocol's number of random rounds).
+wider box), ``3 d initial rounds`` (the tvolib protocol's number of random rounds); and
+``standard choice``, the prototype of ``standard_choice.py`` (GP-UCB over the log schedules of the
+grid-searched log's beta_1 grid and linear).
 
     .venv/bin/python benchmarks/integrand_candidates.py --cases tvo --seeds 0 1 2
     .venv/bin/python benchmarks/integrand_candidates.py --cases all --seeds 20-29 --targets \\
@@ -42,6 +44,8 @@ from tvolib.bandit.testbed_baselines import baseline_results
 from tvolib.bandit.testbed_run import ScheduleFactory, run_cases
 from tvolib.bandit.testbed_tvo import TvoCase
 
+from standard_choice import StandardChoiceSchedule
+
 #: The TVO-form cases of fixed d (the step cases, whose d is the bandit's to choose, are left out).
 TVO = ("d5-tvo-lg-strong", "d10-tvo-lg-strong", "d5-tvo-lg-moving-strong", "d10-tvo-lg-moving-strong",
        "d5-tvo-recorded-strong", "d10-tvo-recorded-strong", "d5-tvo-recorded-end-strong",
@@ -60,6 +64,7 @@ CANDIDATES: dict[str, dict[str, Any] | None] = {
     "integrand, no known part": {"protocol": "integrand", "known": False},
     "integrand, box 0.001": {"protocol": "integrand", "box": (0.001, 0.95)},
     "integrand, 3 d initial rounds": {"protocol": "integrand", "n_init_integrand": "3d"},
+    "standard choice": {"family": True},
 }
 
 
@@ -67,6 +72,8 @@ def factory(label: str, case: Any) -> ScheduleFactory:
     options = CANDIDATES[label]
     if options is None:
         return ScheduleFactory.of(RandomSchedule, case.d, window=case.window)
+    if options.get("family"):
+        return ScheduleFactory.of(StandardChoiceSchedule, case.d, window=case.window, device="cpu")
     options = {k: (3 * case.d if v == "3d" else v) for k, v in options.items()}
     return ScheduleFactory.of(GPBanditSchedule, case.d, window=case.window, device="cpu", **options)
 

@@ -40,13 +40,14 @@ import time
 from typing import Any, Literal
 
 import torch
+from torch import Tensor
 
 from ..checks import check_bool, check_finite_float, check_int, check_state, plain_value
 from ..config import resolve_device
 from .acquisition import MAX_NUM_RESTARTS, MAX_RAW_SAMPLES, acquisition_budget, maximize_ucb, theorem1_kappa
 from .base import BanditScheduleBase
-from .fit import MAX_ML_STARTS, fit_map, fit_ml
-from .model import BanditGP, Hyperparameters, training_data
+from .fit import MAX_ML_STARTS, FitResult, fit_map, fit_ml
+from .model import BanditGP, Hyperparameters, TrainingData, training_data
 from .plan import warn_if_short
 from .posterior import observations
 from .protocol import DEFAULT_PROTOCOL, PRESET_CLASSES, coordinate_scale, ml_bounds, resolve_protocol, size_defaults
@@ -281,14 +282,11 @@ class GPBanditSchedule(BanditScheduleBase):
         """
         return torch.tensor([[self.lo] * self.n_arm, [self.box[1]] * self.n_arm], dtype=torch.float64)
 
-    def _choose_next(self) -> dict[str, Any]:
-        arms, rounds, rewards = observations(self._history, max_observations=self.max_observations)
-        if rewards.numel() < self.n_init:
-            self._arm = self._random_arm().tolist()
-            return self._empty_decision("random")
-        t_pred = self._round + 1  # the round whose arm is chosen now
+    def _fitted_gp(self, arms: Tensor, rounds: Tensor, rewards: Tensor) -> tuple[BanditGP, FitResult, TrainingData]:
+        """The GP of this round, fitted to the observations (:func:`~tvolib.bandit.posterior.observations`)
+        with the schedule's fit; keeps its hyperparameters as the next round's start."""
         data = training_data(
-            arms, rounds, rewards, lo=self.lo, hi=self.hi, t_pred=t_pred, standardize=self.standardize,
+            arms, rounds, rewards, lo=self.lo, hi=self.hi, t_pred=self._round + 1, standardize=self.standardize,
             guards=self.corner_arms() if self.corner_guards else None, device=self.device,
         )
         gp = BanditGP(self.n_arm, sort=self._sort, time_varying=self.time_varying, hyperparameters=self._hp,
@@ -301,6 +299,15 @@ class GPBanditSchedule(BanditScheduleBase):
             fit = fit_ml(gp, n_starts=self.ml_starts, generator=self._gen, maxiter=self.fit_maxiter,
                          bounds=ml_bounds(self.ml_bounds, self.n_arm))
         self._hp = fit.hyperparameters
+        return gp, fit, data
+
+    def _choose_next(self) -> dict[str, Any]:
+        arms, rounds, rewards = observations(self._history, max_observations=self.max_observations)
+        if rewards.numel() < self.n_init:
+            self._arm = self._random_arm().tolist()
+            return self._empty_decision("random")
+        t_pred = self._round + 1  # the round whose arm is chosen now
+        gp, fit, data = self._fitted_gp(arms, rounds, rewards)
         kappa = self.current_kappa(self._round + 1, int(rewards.numel()))
         round_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=self._gen))
         start = time.perf_counter()

@@ -1,0 +1,72 @@
+"""A prototype: the GP bandit choosing among the standard schedules a user would try, not over all arms.
+
+The arms are the log schedules of the grid-searched log baseline (``log_uniform(d, beta_1)`` for
+``beta_1`` in :data:`~tvolib.bandit.testbed_baselines.LOG_BETA1_GRID`) and ``linear(d)``: a family
+of eight schedules, the same at every ``d``. The first eight rounds train each once (in an order
+drawn from the seed); then every round fits the ``tvolib`` protocol's GP (arm kernel on the sorted
+points, time kernel, trend) and trains the family member of the largest upper confidence bound of
+the arm effect at the next round. It is the grid search made online: one run instead of eight,
+and free to move from one member to another as the optimum moves.
+
+Not shipped: a measurement for the test bed only (``integrand_candidates.py --candidates
+"standard choice"``), to learn whether a low-dimensional family closes the gap to the grid-searched
+log before it is built into the package (state, resume, ``replay``, stacks).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from tvolib.bandit import GPBanditSchedule
+from tvolib.bandit.acquisition import arm_effect_posterior
+from tvolib.bandit.posterior import observations
+from tvolib.bandit.testbed_baselines import LOG_BETA1_GRID
+from tvolib.tvo import linear, log_uniform
+
+__all__ = ["StandardChoiceSchedule", "standard_family"]
+
+#: The box of the family's arms: the grid's smallest beta_1 up to the tvolib protocol's top.
+BOX = (0.001, 0.95)
+
+
+def standard_family(d: int) -> list[list[float]]:
+    """The log schedules of the beta_1 grid and the linear one, interior points (``d - 1`` each)."""
+    family = [log_uniform(d, beta1=b)[1:].tolist() for b in LOG_BETA1_GRID]
+    return family + [linear(d)[1:].tolist()]
+
+
+class StandardChoiceSchedule(GPBanditSchedule):
+    """GP-UCB over :func:`standard_family` (the ``tvolib`` protocol's GP; see the module)."""
+
+    def __init__(self, d: int, **options: Any) -> None:
+        self._family = standard_family(d)
+        self._order: list[int] | None = None
+        options = {"protocol": "tvolib", "box": BOX, "n_init": len(self._family), "corner_guards": False,
+                   **options}
+        super().__init__(d, **options)
+
+    def _member(self, round_index: int) -> list[float]:
+        if self._order is None:  # drawn on first use: the base class draws the first arm in __init__
+            self._order = torch.randperm(len(self._family), generator=self._gen).tolist()
+        return list(self._family[self._order[round_index % len(self._family)]])
+
+    def _random_arm(self) -> torch.Tensor:
+        return torch.tensor(self._member(self._round), dtype=torch.float64)
+
+    def _choose_next(self) -> dict[str, Any]:
+        arms, rounds, rewards = observations(self._history, max_observations=self.max_observations)
+        if rewards.numel() < self.n_init:
+            self._arm = self._member(self._round + 1)
+            return self._empty_decision("random")
+        gp, fit, data = self._fitted_gp(arms, rounds, rewards)
+        kappa = self.current_kappa(self._round + 1, int(rewards.numel()))
+        unit = [(torch.tensor(arm, dtype=torch.float64) - self.lo) / (self.hi - self.lo) for arm in self._family]
+        mean, cov = arm_effect_posterior(gp, [x.to(self.device) for x in unit])
+        ucb = mean + math.sqrt(kappa) * cov.diagonal().clamp_min(1e-12).sqrt()
+        best = int(ucb.argmax())
+        self._arm = list(self._family[best])
+        return {**self._empty_decision("gp"), "kappa": kappa, "acq_value": float(ucb[best]),
+                "lengthscale": fit.hyperparameters.lengthscale, "n_obs": int(rewards.numel()),
+                "t_pred": self._round + 1, "y_mean": data.y_mean, "y_std": data.y_std}
