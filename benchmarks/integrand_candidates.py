@@ -18,7 +18,8 @@ a fitted weight, three initial rounds, the box (0.05, 0.95)) and that protocol w
 changed: ``thompson``, ``no known part`` (the GP over points learns everything), ``box 0.001`` (a
 wider box), ``3 d initial rounds`` (the tvolib protocol's number of random rounds); and
 ``standard choice``, the prototype of ``standard_choice.py`` (GP-UCB over the log schedules of the
-grid-searched log's beta_1 grid and linear).
+grid-searched log's beta_1 grid and linear) and ``standard choice + bias-optimal`` (with the
+bias-optimal schedule of the integrand read at each window's end as one more member).
 
     .venv/bin/python benchmarks/integrand_candidates.py --cases tvo --seeds 0 1 2
     .venv/bin/python benchmarks/integrand_candidates.py --cases all --seeds 20-29 --targets \\
@@ -44,7 +45,7 @@ from tvolib.bandit.testbed_baselines import baseline_results
 from tvolib.bandit.testbed_run import ScheduleFactory, run_cases
 from tvolib.bandit.testbed_tvo import TvoCase
 
-from standard_choice import StandardChoiceSchedule
+from standard_choice import StandardAndBiasOptimalSchedule, StandardChoiceSchedule
 
 #: The TVO-form cases of fixed d (the step cases, whose d is the bandit's to choose, are left out).
 TVO = ("d5-tvo-lg-strong", "d10-tvo-lg-strong", "d5-tvo-lg-moving-strong", "d10-tvo-lg-moving-strong",
@@ -64,7 +65,8 @@ CANDIDATES: dict[str, dict[str, Any] | None] = {
     "integrand, no known part": {"protocol": "integrand", "known": False},
     "integrand, box 0.001": {"protocol": "integrand", "box": (0.001, 0.95)},
     "integrand, 3 d initial rounds": {"protocol": "integrand", "n_init_integrand": "3d"},
-    "standard choice": {"family": True},
+    "standard choice": {"family": StandardChoiceSchedule},
+    "standard choice + bias-optimal": {"family": StandardAndBiasOptimalSchedule},
 }
 
 
@@ -72,8 +74,8 @@ def factory(label: str, case: Any) -> ScheduleFactory:
     options = CANDIDATES[label]
     if options is None:
         return ScheduleFactory.of(RandomSchedule, case.d, window=case.window)
-    if options.get("family"):
-        return ScheduleFactory.of(StandardChoiceSchedule, case.d, window=case.window, device="cpu")
+    if "family" in options:
+        return ScheduleFactory.of(options["family"], case.d, window=case.window, device="cpu")
     options = {k: (3 * case.d if v == "3d" else v) for k, v in options.items()}
     return ScheduleFactory.of(GPBanditSchedule, case.d, window=case.window, device="cpu", **options)
 

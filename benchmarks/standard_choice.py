@@ -8,6 +8,10 @@ points, time kernel, trend) and trains the family member of the largest upper co
 the arm effect at the next round. It is the grid search made online: one run instead of eight,
 and free to move from one member to another as the optimum moves.
 
+:class:`StandardAndBiasOptimalSchedule` adds a ninth member where an integrand is read (as the
+integrand protocol reads it): the bias-optimal schedule of the integrand read at the window's end
+(:func:`~tvolib.bias_optimal.bias_optimal_points`), which moves as the integrand does.
+
 Not shipped: a measurement for the test bed only (``integrand_candidates.py --candidates
 "standard choice"``), to learn whether a low-dimensional family closes the gap to the grid-searched
 log before it is built into the package (state, resume, ``replay``, stacks).
@@ -15,17 +19,20 @@ log before it is built into the package (state, resume, ``replay``, stacks).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from tvolib.bandit import GPBanditSchedule
 from tvolib.bandit.acquisition import arm_effect_posterior
+from tvolib.bandit.known import integrand_grid, read_integrand
 from tvolib.bandit.posterior import observations
 from tvolib.bandit.testbed_baselines import LOG_BETA1_GRID
+from tvolib.bias_optimal import bias_optimal_points
 from tvolib.tvo import linear, log_uniform
 
-__all__ = ["StandardChoiceSchedule", "standard_family"]
+__all__ = ["StandardAndBiasOptimalSchedule", "StandardChoiceSchedule", "standard_family"]
 
 #: The box of the family's arms: the grid's smallest beta_1 up to the tvolib protocol's top.
 BOX = (0.001, 0.95)
@@ -50,7 +57,7 @@ class StandardChoiceSchedule(GPBanditSchedule):
     def _member(self, round_index: int) -> list[float]:
         if self._order is None:  # drawn on first use: the base class draws the first arm in __init__
             self._order = torch.randperm(len(self._family), generator=self._gen).tolist()
-        return list(self._family[self._order[round_index % len(self._family)]])
+        return list(self._family[self._order[round_index % len(self._order)]])
 
     def _random_arm(self) -> torch.Tensor:
         return torch.tensor(self._member(self._round), dtype=torch.float64)
@@ -70,3 +77,31 @@ class StandardChoiceSchedule(GPBanditSchedule):
         return {**self._empty_decision("gp"), "kappa": kappa, "acq_value": float(ucb[best]),
                 "lengthscale": fit.hyperparameters.lengthscale, "n_obs": int(rewards.numel()),
                 "t_pred": self._round + 1, "y_mean": data.y_mean, "y_std": data.y_std}
+
+
+class StandardAndBiasOptimalSchedule(StandardChoiceSchedule):
+    """:class:`StandardChoiceSchedule` with the bias-optimal schedule of the latest integrand as a member."""
+
+    reads_integrand = True
+
+    def __init__(self, d: int, **options: Any) -> None:
+        super().__init__(d, **options)
+        self._standard = list(self._family)
+        self._grid = integrand_grid(*self.box)
+        self._inputs: tuple[Any, Any] = (None, None)
+
+    def step(self, epoch: int, evidence: Any = None, log_weights: Callable[[], torch.Tensor] | None = None,
+             integrand: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+        self._inputs = (integrand, log_weights)
+        try:
+            super().step(epoch, evidence=evidence)
+        finally:
+            self._inputs = (None, None)
+
+    def _choose_next(self) -> dict[str, Any]:
+        integrand, log_weights = self._inputs
+        f = read_integrand(self._grid, integrand=integrand, log_weights=log_weights)
+        self._family = list(self._standard)
+        if f is not None:
+            self._family.append(bias_optimal_points(self.d, self._grid, f)[1:].tolist())
+        return super()._choose_next()
