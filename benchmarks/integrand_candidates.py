@@ -19,7 +19,9 @@ changed: ``thompson``, ``no known part`` (the GP over points learns everything),
 wider box), ``3 d initial rounds`` (the tvolib protocol's number of random rounds); and
 ``standard choice``, the prototype of ``standard_choice.py`` (GP-UCB over the log schedules of the
 grid-searched log's beta_1 grid and linear) and ``standard choice + bias-optimal`` (with the
-bias-optimal schedule of the integrand read at each window's end as one more member).
+bias-optimal schedule of the integrand read at each window's end as one more member); ``trust
+region``, the prototype of ``trust_region.py`` (GP-UCB in a TuRBO trust region around an incumbent
+that starts at log).
 
     .venv/bin/python benchmarks/integrand_candidates.py --cases tvo --seeds 0 1 2
     .venv/bin/python benchmarks/integrand_candidates.py --cases all --seeds 20-29 --targets \\
@@ -46,6 +48,7 @@ from tvolib.bandit.testbed_run import ScheduleFactory, run_cases
 from tvolib.bandit.testbed_tvo import TvoCase
 
 from standard_choice import StandardAndBiasOptimalSchedule, StandardChoiceSchedule
+from trust_region import TrustRegionSchedule
 
 #: The TVO-form cases of fixed d (the step cases, whose d is the bandit's to choose, are left out).
 TVO = ("d5-tvo-lg-strong", "d10-tvo-lg-strong", "d5-tvo-lg-moving-strong", "d10-tvo-lg-moving-strong",
@@ -67,6 +70,7 @@ CANDIDATES: dict[str, dict[str, Any] | None] = {
     "integrand, 3 d initial rounds": {"protocol": "integrand", "n_init_integrand": "3d"},
     "standard choice": {"family": StandardChoiceSchedule},
     "standard choice + bias-optimal": {"family": StandardAndBiasOptimalSchedule},
+    "trust region": {"family": TrustRegionSchedule},
 }
 
 
@@ -74,7 +78,7 @@ def factory(label: str, case: Any) -> ScheduleFactory:
     options = CANDIDATES[label]
     if options is None:
         return ScheduleFactory.of(RandomSchedule, case.d, window=case.window)
-    if "family" in options:
+    if "family" in options:  # a prototype's class (standard_choice.py, trust_region.py)
         return ScheduleFactory.of(options["family"], case.d, window=case.window, device="cpu")
     options = {k: (3 * case.d if v == "3d" else v) for k, v in options.items()}
     return ScheduleFactory.of(GPBanditSchedule, case.d, window=case.window, device="cpu", **options)
