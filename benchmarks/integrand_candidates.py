@@ -16,7 +16,8 @@ Candidates (``--candidates``, default all): ``random arms``, ``tvolib`` (the pac
 protocol), ``integrand`` (the integrand protocol as it ships: UCB, the predicted bias change with
 a fitted weight, three initial rounds, the box (0.05, 0.95)) and that protocol with one item
 changed: ``thompson``, ``no known part`` (the GP over points learns everything), ``box 0.001`` (a
-wider box), ``3 d initial rounds`` (the tvolib protocol's number of random rounds); and
+wider box), ``3 d initial rounds`` (the tvolib protocol's number of random rounds), ``spread 2``
+(initial arms moved by up to 2 in logit instead of 0.5) and ``6 initial rounds, spread 2``; and
 ``standard choice``, the prototype of ``standard_choice.py`` (GP-UCB over the log schedules of the
 grid-searched log's beta_1 grid and linear) and ``standard choice + bias-optimal`` (with the
 bias-optimal schedule of the integrand read at each window's end as one more member); ``trust
@@ -68,6 +69,8 @@ CANDIDATES: dict[str, dict[str, Any] | None] = {
     "integrand, no known part": {"protocol": "integrand", "known": False},
     "integrand, box 0.001": {"protocol": "integrand", "box": (0.001, 0.95)},
     "integrand, 3 d initial rounds": {"protocol": "integrand", "n_init_integrand": "3d"},
+    "integrand, spread 2": {"protocol": "integrand", "init_spread": 2.0},
+    "integrand, 6 initial rounds, spread 2": {"protocol": "integrand", "n_init_integrand": 6, "init_spread": 2.0},
     "standard choice": {"family": StandardChoiceSchedule},
     "standard choice + bias-optimal": {"family": StandardAndBiasOptimalSchedule},
     "trust region": {"family": TrustRegionSchedule},
