@@ -22,7 +22,7 @@ wider box), ``3 d initial rounds`` (the tvolib protocol's number of random round
 grid-searched log's beta_1 grid and linear) and ``standard choice + bias-optimal`` (with the
 bias-optimal schedule of the integrand read at each window's end as one more member); ``trust
 region``, the prototype of ``trust_region.py`` (GP-UCB in a TuRBO trust region around an incumbent
-that starts at log).
+that starts at log); ``integrand, cost share >= 0.1`` (``cost_floor.py``).
 
     .venv/bin/python benchmarks/integrand_candidates.py --cases tvo --seeds 0 1 2
     .venv/bin/python benchmarks/integrand_candidates.py --cases all --seeds 20-29 --targets \\
@@ -48,6 +48,7 @@ from tvolib.bandit.testbed_baselines import baseline_results
 from tvolib.bandit.testbed_run import ScheduleFactory, run_cases
 from tvolib.bandit.testbed_tvo import TvoCase
 
+from cost_floor import CostFloorSchedule
 from standard_choice import StandardAndBiasOptimalSchedule, StandardChoiceSchedule
 from trust_region import TrustRegionSchedule
 
@@ -74,6 +75,7 @@ CANDIDATES: dict[str, dict[str, Any] | None] = {
     "standard choice": {"family": StandardChoiceSchedule},
     "standard choice + bias-optimal": {"family": StandardAndBiasOptimalSchedule},
     "trust region": {"family": TrustRegionSchedule},
+    "integrand, cost share >= 0.1": {"family": CostFloorSchedule},
 }
 
 
@@ -81,7 +83,7 @@ def factory(label: str, case: Any) -> ScheduleFactory:
     options = CANDIDATES[label]
     if options is None:
         return ScheduleFactory.of(RandomSchedule, case.d, window=case.window)
-    if "family" in options:  # a prototype's class (standard_choice.py, trust_region.py)
+    if "family" in options:  # a prototype's class (standard_choice.py, trust_region.py, cost_floor.py)
         return ScheduleFactory.of(options["family"], case.d, window=case.window, device="cpu")
     options = {k: (3 * case.d if v == "3d" else v) for k, v in options.items()}
     return ScheduleFactory.of(GPBanditSchedule, case.d, window=case.window, device="cpu", **options)
