@@ -22,7 +22,10 @@ wider box), ``3 d initial rounds`` (the tvolib protocol's number of random round
 grid-searched log's beta_1 grid and linear) and ``standard choice + bias-optimal`` (with the
 bias-optimal schedule of the integrand read at each window's end as one more member); ``trust
 region``, the prototype of ``trust_region.py`` (GP-UCB in a TuRBO trust region around an incumbent
-that starts at log); ``integrand, cost share >= 0.1`` (``cost_floor.py``).
+that starts at log); ``integrand, cost share >= 0.1`` (``cost_floor.py``); ``floor family``
+(``floor_family.py``: GP-UCB over the bias-optimal schedules with a floor on the points, and the
+standard schedules), ``floor family, floors only`` (no standard schedules once an integrand is
+read) and ``floor index`` (the GP over the floor, not the points).
 
     .venv/bin/python benchmarks/integrand_candidates.py --cases tvo --seeds 0 1 2
     .venv/bin/python benchmarks/integrand_candidates.py --cases all --seeds 20-29 --targets \\
@@ -49,6 +52,7 @@ from tvolib.bandit.testbed_run import ScheduleFactory, run_cases
 from tvolib.bandit.testbed_tvo import TvoCase
 
 from cost_floor import CostFloorSchedule
+from floor_family import FloorFamilySchedule, FloorIndexSchedule, FloorsOnlySchedule
 from standard_choice import StandardAndBiasOptimalSchedule, StandardChoiceSchedule
 from trust_region import TrustRegionSchedule
 
@@ -76,6 +80,9 @@ CANDIDATES: dict[str, dict[str, Any] | None] = {
     "standard choice + bias-optimal": {"family": StandardAndBiasOptimalSchedule},
     "trust region": {"family": TrustRegionSchedule},
     "integrand, cost share >= 0.1": {"family": CostFloorSchedule},
+    "floor family": {"family": FloorFamilySchedule},
+    "floor family, floors only": {"family": FloorsOnlySchedule},
+    "floor index": {"family": FloorIndexSchedule},
 }
 
 
