@@ -41,7 +41,7 @@ from tvolib.bandit.posterior import observations
 from tvolib.bandit.protocol import ml_bounds
 from tvolib.bias_optimal import bias_optimal_points
 
-from standard_choice import BOX, standard_family
+from standard_choice import BOX, choose_member, standard_family, ucb_best
 
 __all__ = ["FLOORS", "FloorFamilySchedule", "FloorIndexSchedule", "FloorsOnlySchedule", "N_INIT", "floor_family"]
 
@@ -56,8 +56,7 @@ def floor_family(d: int, grid: torch.Tensor, f: torch.Tensor) -> list[list[float
     (distinct members only, in the order of the floors)."""
     members: list[list[float]] = []
     for a in FLOORS:
-        keep = (grid == 0) | (grid >= a)
-        points = bias_optimal_points(d, grid[keep], f[keep])[1:].tolist()
+        points = _member(d, grid, f, a)
         if points not in members:
             members.append(points)
     return members
@@ -99,16 +98,7 @@ class FloorFamilySchedule(GPBanditSchedule):
         if rewards.numel() < self.n_init:
             self._arm = self._random_arm().tolist()
             return self._empty_decision("random")
-        gp, fit, data = self._fitted_gp(arms, rounds, rewards)
-        kappa = self.current_kappa(self._round + 1, int(rewards.numel()))
-        unit = [(torch.tensor(arm, dtype=torch.float64) - self.lo) / (self.hi - self.lo) for arm in self._family]
-        mean, cov = arm_effect_posterior(gp, [x.to(self.device) for x in unit])
-        ucb = mean + math.sqrt(kappa) * cov.diagonal().clamp_min(1e-12).sqrt()
-        best = int(ucb.argmax())
-        self._arm = list(self._family[best])
-        return {**self._empty_decision("gp"), "kappa": kappa, "acq_value": float(ucb[best]),
-                "lengthscale": fit.hyperparameters.lengthscale, "n_obs": int(rewards.numel()),
-                "t_pred": self._round + 1, "y_mean": data.y_mean, "y_std": data.y_std}
+        return choose_member(self, self._family, arms, rounds, rewards)
 
 
 class FloorsOnlySchedule(FloorFamilySchedule):
@@ -153,12 +143,11 @@ class FloorIndexSchedule(FloorsOnlySchedule):
         fit = fit_ml(gp, n_starts=self.ml_starts, generator=self._gen, maxiter=self.fit_maxiter,
                      bounds=ml_bounds(self.ml_bounds, 1))
         kappa = self.current_kappa(self._round + 1, len(rows))
-        mean, cov = arm_effect_posterior(gp, [torch.tensor([_unit(a)], dtype=torch.float64) for a in FLOORS])
-        ucb = mean + math.sqrt(kappa) * cov.diagonal().clamp_min(1e-12).sqrt()
-        best = int(ucb.argmax())
+        posterior = arm_effect_posterior(gp, [torch.tensor([_unit(a)], dtype=torch.float64) for a in FLOORS])
+        best, value = ucb_best(*posterior, kappa)
         self._next_floor = FLOORS[best]
         self._arm = _member(self.d, self._grid, f, self._next_floor)
-        return {**self._empty_decision("gp"), "kappa": kappa, "acq_value": float(ucb[best]),
+        return {**self._empty_decision("gp"), "kappa": kappa, "acq_value": value,
                 "lengthscale": fit.hyperparameters.lengthscale, "n_obs": len(rows), "t_pred": self._round + 1,
                 "y_mean": data.y_mean, "y_std": data.y_std}
 

@@ -32,7 +32,7 @@ from tvolib.bandit.testbed_baselines import LOG_BETA1_GRID
 from tvolib.bias_optimal import bias_optimal_points
 from tvolib.tvo import linear, log_uniform
 
-__all__ = ["StandardAndBiasOptimalSchedule", "StandardChoiceSchedule", "standard_family"]
+__all__ = ["StandardAndBiasOptimalSchedule", "StandardChoiceSchedule", "choose_member", "standard_family", "ucb_best"]
 
 #: The box of the family's arms: the grid's smallest beta_1 up to the tvolib protocol's top.
 BOX = (0.001, 0.95)
@@ -67,16 +67,29 @@ class StandardChoiceSchedule(GPBanditSchedule):
         if rewards.numel() < self.n_init:
             self._arm = self._member(self._round + 1)
             return self._empty_decision("random")
-        gp, fit, data = self._fitted_gp(arms, rounds, rewards)
-        kappa = self.current_kappa(self._round + 1, int(rewards.numel()))
-        unit = [(torch.tensor(arm, dtype=torch.float64) - self.lo) / (self.hi - self.lo) for arm in self._family]
-        mean, cov = arm_effect_posterior(gp, [x.to(self.device) for x in unit])
-        ucb = mean + math.sqrt(kappa) * cov.diagonal().clamp_min(1e-12).sqrt()
-        best = int(ucb.argmax())
-        self._arm = list(self._family[best])
-        return {**self._empty_decision("gp"), "kappa": kappa, "acq_value": float(ucb[best]),
-                "lengthscale": fit.hyperparameters.lengthscale, "n_obs": int(rewards.numel()),
-                "t_pred": self._round + 1, "y_mean": data.y_mean, "y_std": data.y_std}
+        return choose_member(self, self._family, arms, rounds, rewards)
+
+
+def ucb_best(mean: torch.Tensor, cov: torch.Tensor, kappa: float) -> tuple[int, float]:
+    """The index and value of the largest ``mean + sqrt(kappa) sd``."""
+    ucb = mean + math.sqrt(kappa) * cov.diagonal().clamp_min(1e-12).sqrt()
+    best = int(ucb.argmax())
+    return best, float(ucb[best])
+
+
+def choose_member(schedule: GPBanditSchedule, family: list[list[float]], arms: torch.Tensor, rounds: torch.Tensor,
+                  rewards: torch.Tensor) -> dict[str, Any]:
+    """Fit ``schedule``'s GP, set its next arm to the member of ``family`` of the largest UCB of the arm
+    effect at the next round, and return the round's decision record."""
+    gp, fit, data = schedule._fitted_gp(arms, rounds, rewards)
+    kappa = schedule.current_kappa(schedule._round + 1, int(rewards.numel()))
+    lo, hi = schedule.lo, schedule.hi
+    unit = [(torch.tensor(arm, dtype=torch.float64) - lo) / (hi - lo) for arm in family]
+    best, value = ucb_best(*arm_effect_posterior(gp, [x.to(schedule.device) for x in unit]), kappa)
+    schedule._arm = list(family[best])
+    return {**schedule._empty_decision("gp"), "kappa": kappa, "acq_value": value,
+            "lengthscale": fit.hyperparameters.lengthscale, "n_obs": int(rewards.numel()),
+            "t_pred": schedule._round + 1, "y_mean": data.y_mean, "y_std": data.y_std}
 
 
 class StandardAndBiasOptimalSchedule(StandardChoiceSchedule):

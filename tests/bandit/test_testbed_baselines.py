@@ -1,5 +1,6 @@
 """The test bed's baselines: fixed schedules, and the moments and bias-optimal rules on a case's own
-integrand; the grid-searched log finds a log-like optimum exactly."""
+integrand; the grid-searched log finds a log-like optimum exactly; the user's grid search keeps the
+run of the highest final evidence."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +9,9 @@ import pytest
 import torch
 
 from tvolib.bandit.testbed import CASES
-from tvolib.bandit.testbed_baselines import LOG_BETA1_GRID, FixedFactory, IntegrandRule, baseline_results
+from tvolib.bandit.testbed_baselines import (LOG_BETA1_GRID, USER_GRID, USER_GRID_SEED, FixedFactory, IntegrandRule,
+                                             baseline_results, user_grid_results)
+from tvolib.bandit.testbed_run import run_case
 from tvolib.bandit.testbed_tvo import INTEGRANDS
 from tvolib.bias_optimal import bias_optimal_points
 from tvolib.tvo import log_uniform
@@ -57,3 +60,17 @@ def test_the_grid_searched_log_finds_a_log_like_optimum_and_costs_seven_runs():
     assert best["beta1"] == 0.05 and best["runs"] == len(LOG_BETA1_GRID) == 7 and best["result"].regret < 1e-6  # the optimum is rounded to 1e-4
     assert records["log"]["beta1"] == 0.025 and records["log"]["result"].regret > 0.1
     assert FixedFactory((0.0, 0.5))(seed=9).current().tolist() == [0.0, 0.5]
+
+
+def test_the_users_grid_search_keeps_the_run_of_the_highest_final_evidence_with_its_own_noise():
+    case = dataclasses.replace(CASES["d5-log-strong"], epochs=10)
+    records = user_grid_results([case], [0, 3], max_workers=1)
+    assert [(r["protocol"], r["seed"], r["runs"]) for r in records] == [(USER_GRID, 0, 7), (USER_GRID, 3, 7)]
+    for record in records:
+        runs = [run_case(case, FixedFactory(tuple(log_uniform(5, beta1=b).tolist())), USER_GRID_SEED + 7 * record["seed"] + k)
+                for k, b in enumerate(LOG_BETA1_GRID)]
+        evidence = [r.evidence for r in runs]
+        assert len(set(evidence)) == 7  # each run has its own noise
+        kept = evidence.index(max(evidence))
+        assert record["beta1"] == LOG_BETA1_GRID[kept] and record["result"].evidence == evidence[kept]
+        assert record["result"].regret == runs[kept].regret

@@ -139,3 +139,22 @@ def test_calibrated_width_refuses_what_it_cannot_calibrate():
     for args, match, *options in cases:
         with pytest.raises(ValueError, match=match):
             calibrated_width(*args, **(options[0] if options else {}))
+
+
+class _Recording(RandomSchedule):
+    """Random arms that keep every evidence reported to them."""
+
+    def __init__(self, d, seed=0, window=2):
+        super().__init__(d, seed=seed, window=window)
+        self.reported = []
+
+    def step(self, epoch, evidence=None, **kwargs):
+        self.reported.append(evidence)
+        super().step(epoch, evidence=evidence, **kwargs)
+
+
+def test_the_result_keeps_the_evidence_of_the_last_epoch():
+    schedules = []
+    result = run_case(CASE, lambda seed: schedules.append(_Recording(2, seed)) or schedules[-1], 1)
+    assert len(schedules[0].reported) == CASE.epochs + 1 and schedules[0].reported[0] == 0.0
+    assert result.evidence == schedules[0].reported[-1] != 0.0

@@ -97,6 +97,23 @@ def test_fig12_regret_below_random_arms_and_below_the_best_baseline():
     assert baselines.comparisons[0].label == "c1: vs log"
 
 
+def test_fig12_against_the_grid_search_a_user_runs():
+    rows = [("c1", "random arms", 0.6), ("c1", "tvolib", 0.2), ("c1", "log (best beta_1)", 0.1),
+            ("c1", "log (kept by evidence)", 0.3)]
+    table = pd.DataFrame([{"case": c, "protocol": p, "regret": r, "regret_sem": 0.02} for c, p, r in rows])
+    random_arms, best, user_grid = evaluate("fig12_bandit_testbed", table)
+    assert [(c.label, c.outcome) for c in best.comparisons] == [("c1: vs log (best beta_1)", "reversed")]
+    assert [(c.label, c.outcome) for c in user_grid.comparisons] == [("c1: vs log (kept by evidence)", "holds")]
+    assert "user's grid search" in user_grid.claim.text
+
+
+def test_fig12s_user_grid_label_is_the_test_beds():
+    from tvolib.bandit.testbed_baselines import USER_GRID
+    from tvolib.paper.claims import TESTBED_USER_GRID
+
+    assert TESTBED_USER_GRID == USER_GRID
+
+
 def test_a_table_without_the_claims_columns_is_not_assessed_naming_the_column():
     result = evaluate("fig6_pcfg", pd.DataFrame({"S": [2, 2], "method": ["TVO-log", "REINFORCE"]}))[0]
     assert result.verdict == "not assessed" and "has no column" in result.ours and "seed mean" in result.ours

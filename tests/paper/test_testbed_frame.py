@@ -1,9 +1,11 @@
-"""The test bed's table for Fig 12: protocols and baselines per case, cached per case, summarised."""
+"""The test bed's table for Fig 12: protocols, baselines and the user's grid search per case, cached per case,
+summarised."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
+from tvolib.bandit.testbed_baselines import LOG_BETA1_GRID, USER_GRID
 from tvolib.paper import testbed
 from tvolib.paper import bandit_analysis
 from tvolib.paper.profiles import TestbedScale, get_profile
@@ -33,13 +35,17 @@ def test_every_case_has_the_protocols_for_every_seed_and_the_baselines(frame):
         assert set(bandits["protocol"]) == set(testbed.TESTBED_PROTOCOLS) and len(bandits) == len(testbed.TESTBED_PROTOCOLS) * 2
         baselines = rows[rows["kind"] == "baseline"]
         expected = {"log", "log (best beta_1)", "linear"} | ({"moments", "bias-optimal"} if "tvo" in case else set())
-        assert set(baselines["protocol"]) == expected
-        for _, runs in baselines.groupby("protocol"):  # a baseline reads no reward: one result for every seed
+        assert set(baselines["protocol"]) == expected | {USER_GRID}
+        fixed = baselines[baselines["protocol"] != USER_GRID]
+        for _, runs in fixed.groupby("protocol"):  # a fixed baseline reads no reward: one result for every seed
             assert sorted(runs["seed"]) == [0, 1] and runs["regret"].nunique() == 1
-        by = baselines.drop_duplicates("protocol").set_index("protocol")
+        by = fixed.drop_duplicates("protocol").set_index("protocol")
         assert by.at["log", "beta1"] == 0.025 and by.at["log (best beta_1)", "runs"] == 7
         assert by.at["log (best beta_1)", "regret"] <= by.at["log", "regret"]
-    assert len(list((root / "testbed").glob("*.csv"))) == len(CASES) * (len(testbed.TESTBED_PROTOCOLS) + 1)
+        user = baselines[baselines["protocol"] == USER_GRID]  # one run kept of seven, per seed
+        assert sorted(user["seed"]) == [0, 1] and (user["runs"] == 7).all() and user["beta1"].isin(LOG_BETA1_GRID).all()
+        assert (user["regret"] >= by.at["log (best beta_1)", "regret"] - 1e-12).all()
+    assert len(list((root / "testbed").glob("*.csv"))) == len(CASES) * (len(testbed.TESTBED_PROTOCOLS) + 2)
 
 
 def test_the_table_is_read_back_and_a_new_case_or_protocol_computes_only_itself(frame, profile, monkeypatch):
@@ -67,4 +73,4 @@ def test_the_summary_names_each_case_s_best_baseline(frame):
     for case, rows in summary.groupby("case"):
         baselines = rows[rows["kind"] == "baseline"]
         assert rows["best_baseline_regret"].iloc[0] == baselines["regret"].min()
-        assert (baselines["regret_sem"] == 0).all()
+        assert (baselines[baselines["protocol"] != USER_GRID]["regret_sem"] == 0).all()

@@ -16,6 +16,12 @@ with the schedules a user would otherwise keep (:data:`BASELINES`):
 None of them reads the rewards, so each has one regret per case whatever the noise's seed
 (:func:`baseline_results` runs each once).
 
+The grid-searched log above keeps the ``beta_1`` of the least regret, which the test bed knows and
+a user does not: it is the grid search's best case. :func:`user_grid_results` is the grid search a
+user runs (:data:`USER_GRID`): the seven log runs, each with its own noise, and the one of the
+highest evidence at the end kept (:attr:`~tvolib.bandit.testbed_run.CaseResult.evidence`). Its
+regret depends on the noise, so it has one result per seed.
+
 Example:
     >>> from tvolib.bandit.testbed import CASES
     >>> case = CASES["d5-tvo-lg-strong"]
@@ -38,8 +44,8 @@ from .testbed_common import Case
 from .testbed_run import CaseResult, run_cases
 from .testbed_tvo import INTEGRANDS, TvoCase
 
-__all__ = ["BASELINES", "LOG_BETA1_GRID", "FixedFactory", "IntegrandRule", "IntegrandRuleFactory",
-           "baseline_jobs", "baseline_results"]
+__all__ = ["BASELINES", "LOG_BETA1_GRID", "USER_GRID", "USER_GRID_SEED", "FixedFactory", "IntegrandRule",
+           "IntegrandRuleFactory", "baseline_jobs", "baseline_results", "user_grid_results"]
 
 #: The ``beta_1`` grid of the grid-searched log schedule (its cost: one run per value).
 LOG_BETA1_GRID = (0.001, 0.003, 0.01, 0.025, 0.05, 0.1, 0.2)
@@ -47,6 +53,11 @@ LOG_BETA1_GRID = (0.001, 0.003, 0.01, 0.025, 0.05, 0.1, 0.2)
 #: :data:`LOG_BETA1_GRID`, seven runs), ``"linear"``, ``"moments"`` and ``"bias-optimal"`` (the last
 #: two on cases with an integrand only).
 BASELINES = ("log", "log (best beta_1)", "linear", "moments", "bias-optimal")
+#: The label of the grid search a user runs: the log schedule of the highest final evidence (7 runs).
+USER_GRID = "log (kept by evidence)"
+#: The user's grid search for seed ``s`` trains ``beta_1 = LOG_BETA1_GRID[k]`` with the noise seed
+#: ``USER_GRID_SEED + 7 s + k``: seven independent runs, apart from the bandits' seeds.
+USER_GRID_SEED = 1000
 #: Epochs between the integrand rules' re-estimates (:class:`~tvolib.schedules.MomentsSchedule`'s default).
 UPDATE_EVERY = 6
 
@@ -184,3 +195,35 @@ def baseline_results(cases: Sequence[Case], max_workers: int = 2) -> list[dict[s
 
 def _record(case: Case, label: str, beta1: float | None, runs: int, result: CaseResult) -> dict[str, Any]:
     return {"case": case, "protocol": label, "beta1": beta1, "runs": runs, "result": result}
+
+
+def user_grid_results(cases: Sequence[Case], seeds: Sequence[int], max_workers: int = 2) -> list[dict[str, Any]]:
+    """The grid search a user runs (:data:`USER_GRID`), on every case, once per seed.
+
+    For seed ``s``, ``log_uniform(d, beta_1)`` is run for each ``beta_1`` of :data:`LOG_BETA1_GRID`
+    with the noise seed ``USER_GRID_SEED + 7 s + k``, and the run whose evidence at the end is
+    highest is kept: what a user who grid-searches ``beta_1`` trains with.
+
+    Returns:
+        One record per case and seed: ``case``, ``protocol`` (:data:`USER_GRID`), ``beta1`` (the
+        ``beta_1`` kept), ``runs`` (7), ``seed`` and ``result`` (the kept run's
+        :class:`~tvolib.bandit.testbed_run.CaseResult`).
+
+    Example:
+        >>> from tvolib.bandit.testbed import CASES
+        >>> record = user_grid_results([CASES["d2-log-strong"]], [0], max_workers=1)[0]  # doctest: +SKIP
+        >>> record["beta1"] in LOG_BETA1_GRID, record["runs"]  # doctest: +SKIP
+        (True, 7)
+    """
+    n = len(LOG_BETA1_GRID)
+    seeds = [check_int("seed", seed, 0) for seed in seeds]
+    plan = [(case, seed, beta1) for case in cases for seed in seeds for beta1 in LOG_BETA1_GRID]
+    results = run_cases([(case, FixedFactory(tuple(log_uniform(case.d, beta1=beta1).tolist())),
+                          USER_GRID_SEED + n * seed + LOG_BETA1_GRID.index(beta1)) for case, seed, beta1 in plan],
+                        max_workers)
+    records: list[dict[str, Any]] = []
+    for start in range(0, len(plan), n):
+        runs = list(zip(plan[start:start + n], results[start:start + n]))
+        (case, seed, beta1), kept = max(runs, key=lambda item: item[1].evidence)
+        records.append({**_record(case, USER_GRID, beta1, n, kept), "seed": seed})
+    return records

@@ -46,7 +46,8 @@ class CaseResult:
     ``regret`` is the mean regret of the arms of the run's second half (0 at the optimum);
     ``distance`` their mean RMS distance to the optimum in the case's metric (points or step
     functions); ``degenerate`` the share of them that are degenerate; ``d_mode`` the ``d`` trained
-    most often in the second half (ties: the smaller).
+    most often in the second half (ties: the smaller). ``evidence`` is the run's evidence at its end,
+    ``L_T``: what a user sees of a run, and compares runs by.
     """
 
     regret: float
@@ -55,6 +56,7 @@ class CaseResult:
     arms: list[list[float]] = field(repr=False)
     history: list[dict[str, Any]] = field(repr=False)
     seconds: float = 0.0
+    evidence: float = 0.0
 
     @property
     def d_trained(self) -> list[int]:
@@ -113,7 +115,7 @@ def run_case(case: Case, make_schedule: Callable[[int], Schedule], seed: int) ->
 
     Returns:
         A :class:`CaseResult`: over the epochs after ``T / 2``, the mean regret, the mean distance to
-        the optimum and the share of degenerate arms (in the box ``[0.05, 0.95]``).
+        the optimum and the share of degenerate arms (in the box ``[0.05, 0.95]``); and ``L_T``.
     """
     case = _check_case(case)
     seed = check_int("seed", seed, 0)
@@ -138,7 +140,7 @@ def run_case(case: Case, make_schedule: Callable[[int], Schedule], seed: int) ->
     regret = sum(case.regret(a, p) for a, p in late) / len(late)
     distance = sum(case.distance(a, p) for a, p in late) / len(late)
     degenerate = sum(arm_degeneracy(a, 0.05, 0.95)["degenerate"] for a, _ in late) / len(late)
-    return CaseResult(regret, distance, degenerate, arms, schedule.history(), seconds)
+    return CaseResult(regret, distance, degenerate, arms, schedule.history(), seconds, evidence)
 
 
 def _integrand_input(case: Case, schedule: Schedule, epoch: int) -> dict[str, Any]:

@@ -4,8 +4,9 @@
 protocols compared (the authors' code's, the text's, this package's, and random arms in the same
 domain, :data:`TESTBED_PROTOCOLS`) and for what a user would pick instead
 (:data:`~tvolib.bandit.testbed_baselines.BASELINES`: the log schedule at its default ``beta_1``
-and grid-searched, linear, and on cases with an integrand moments and the bias-optimal schedule),
-in a pool of worker processes. Each case's rows are cached in the results root by group (a protocol, or the baselines) as
+and grid-searched, linear, and on cases with an integrand moments and the bias-optimal schedule;
+and the grid search as a user runs it, :data:`~tvolib.bandit.testbed_baselines.USER_GRID`, the log
+run of the highest final evidence, once per seed), in a pool of worker processes. Each case's rows are cached in the results root by group (a protocol, or the baselines) as
 ``testbed/<case>-<group>-<key>.csv``, ``key`` changing with anything that changes the group's numbers
 (the case, the protocol's options or the baselines, seeds, the bandit's revision), so that a profile
 that adds a case or a protocol computes only those rows. The figure only reads the table.
@@ -29,7 +30,8 @@ import pandas as pd
 from tvolib import paths
 from tvolib.bandit import GPBanditSchedule, RandomSchedule
 from tvolib.bandit.testbed import CASES, CaseResult, ScheduleFactory, TestbedCase, TvoCase, run_cases
-from tvolib.bandit.testbed_baselines import BASELINES, LOG_BETA1_GRID, UPDATE_EVERY, baseline_results
+from tvolib.bandit.testbed_baselines import (BASELINES, LOG_BETA1_GRID, UPDATE_EVERY, USER_GRID, USER_GRID_SEED,
+                                             baseline_results, user_grid_results)
 from tvolib.checkpoint import atomic_write
 from tvolib.paper.profiles import Profile, get_profile
 
@@ -84,18 +86,28 @@ def _row(case: TestbedCase | TvoCase, label: str, seed: int, result: CaseResult,
 
 #: The cache's group of a case's baseline rows (beside one group per protocol of TESTBED_PROTOCOLS).
 BASELINE_GROUP = "baselines"
+#: The cache's group of a case's rows of the user's grid search (one per seed).
+USER_GRID_GROUP = "user-grid"
 
 
 def _groups() -> list[str]:
-    """A case's row groups, each cached in a file of its own: every protocol, then the baselines."""
-    return [*TESTBED_PROTOCOLS, BASELINE_GROUP]
+    """A case's row groups, each cached in a file of its own: every protocol, the baselines, the user's grid search."""
+    return [*TESTBED_PROTOCOLS, BASELINE_GROUP, USER_GRID_GROUP]
+
+
+def _what(group: str) -> Any:
+    """What a group's numbers depend on beside the case and seeds: a protocol's options, or the baselines'."""
+    if group in TESTBED_PROTOCOLS:
+        return TESTBED_PROTOCOLS[group]
+    if group == USER_GRID_GROUP:
+        return [USER_GRID, LOG_BETA1_GRID, USER_GRID_SEED]
+    return [BASELINES, LOG_BETA1_GRID, UPDATE_EVERY]
 
 
 def _file(folder: Path, case: TestbedCase | TvoCase, group: str, seeds: int) -> Path:
     """``<folder>/<case>-<group>-<key>.csv``, ``key`` changing with anything that changes the group's
     numbers (the case, the protocol's options or the baselines, the seeds, the bandit's revision)."""
-    what = TESTBED_PROTOCOLS[group] if group in TESTBED_PROTOCOLS else [BASELINES, LOG_BETA1_GRID, UPDATE_EVERY]
-    payload = {"case": {"class": type(case).__name__, **dataclasses.asdict(case)}, "group": group, "what": what,
+    payload = {"case": {"class": type(case).__name__, **dataclasses.asdict(case)}, "group": group, "what": _what(group),
                "seeds": seeds, "revision": GPBanditSchedule.REVISION}
     key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
     slug = re.sub(r"[^a-z0-9]+", "-", group.lower()).strip("-")
@@ -106,8 +118,8 @@ def _compute(missing: list[tuple[TestbedCase | TvoCase, str]], seeds: int,
              max_workers: int) -> dict[tuple[str, str], pd.DataFrame]:
     """The rows of each missing ``(case, group)``: a protocol for ``seeds`` seeds, or every baseline
     once (its rows repeated for each seed: a baseline reads no reward, so its regret is the same
-    whatever the seed)."""
-    jobs = [(case, label, seed) for case, label in missing if label != BASELINE_GROUP for seed in range(seeds)]
+    whatever the seed), or the user's grid search for every seed."""
+    jobs = [(case, label, seed) for case, label in missing if label in TESTBED_PROTOCOLS for seed in range(seeds)]
     results = run_cases([(case, _factory(case, TESTBED_PROTOCOLS[label]), seed) for case, label, seed in jobs],
                         max_workers)
     rows = [_row(*job, result) for job, result in zip(jobs, results)]
@@ -115,16 +127,22 @@ def _compute(missing: list[tuple[TestbedCase | TvoCase, str]], seeds: int,
     for record in baseline_results(baseline_cases, max_workers) if baseline_cases else []:
         rows += [_row(record["case"], record["protocol"], seed, record["result"], "baseline", record["runs"],
                       record["beta1"]) for seed in range(seeds)]
+    user_cases = [case for case, label in missing if label == USER_GRID_GROUP]
+    for record in user_grid_results(user_cases, range(seeds), max_workers) if user_cases else []:
+        rows.append(_row(record["case"], record["protocol"], record["seed"], record["result"], "baseline",
+                         record["runs"], record["beta1"]))
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
-    groups = frame["protocol"].where(frame["kind"] == "bandit", BASELINE_GROUP)
+    groups = frame["protocol"].where(frame["kind"] == "bandit", BASELINE_GROUP).mask(
+        frame["protocol"] == USER_GRID, USER_GRID_GROUP)
     return {(case.name, label): frame[(frame["case"] == case.name) & (groups == label)] for case, label in missing}
 
 
 def testbed_frame(profile: Profile | str, results_root: str | os.PathLike[str] | None = None,
                   max_workers: int = 2) -> pd.DataFrame:
-    """Every protocol of :data:`TESTBED_PROTOCOLS` and every baseline on the profile's cases and seeds.
+    """Every protocol of :data:`TESTBED_PROTOCOLS`, every baseline and the user's grid search on the
+    profile's cases and seeds.
 
-    Each case's rows are cached by group, one protocol or the baselines, in
+    Each case's rows are cached by group, one protocol, the baselines or the user's grid search, in
     ``<results root>/testbed/<case>-<group>-<key>.csv``: a file is read when it exists, else computed
     (``max_workers`` processes, every missing group together) and written there atomically, so a
     protocol added to :data:`TESTBED_PROTOCOLS` computes only its own rows.

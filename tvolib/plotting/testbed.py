@@ -14,15 +14,16 @@ from tvolib.plotting.style import finish, message_figure, set_style
 __all__ = ["plot_testbed"]
 
 #: Markers of the baselines (what a user would pick instead), drawn over the bandits' bars.
-BASELINE_MARKERS = {"log": "o", "log (best beta_1)": "D", "linear": "s", "moments": "^", "bias-optimal": "v"}
+BASELINE_MARKERS = {"log": "o", "log (best beta_1)": "D", "log (kept by evidence)": "d", "linear": "s",
+                    "moments": "^", "bias-optimal": "v"}
 #: Regrets above this are drawn at it (hollow markers, clipped bars): a few baselines are far off.
 REGRET_CAP = 2.0
 
 
 def plot_testbed(summary: pd.DataFrame, *, title: str | None = None) -> Figure:
     """Per case (rows), each bandit protocol's mean regret of its second-half arms (bars, with the
-    standard error over seeds) and each baseline's (markers: one result, the same whatever the
-    seed), and the share of the bandits' arms that are degenerate.
+    standard error over seeds) and each baseline's (markers: the mean over seeds; the fixed schedules
+    have one result whatever the seed), and the share of the bandits' arms that are degenerate.
 
     Args:
         summary: one row per ``(case, protocol)`` with ``regret``, ``regret_sem`` and
