@@ -35,6 +35,7 @@ import torch
 from tvolib.bandit import GPBanditSchedule
 from tvolib.bandit.acquisition import arm_effect_posterior
 from tvolib.bandit.fit import fit_ml
+from tvolib.bandit.integrand_bandit import IntegrandBanditSchedule
 from tvolib.bandit.known import integrand_grid, read_integrand
 from tvolib.bandit.model import BanditGP, training_data
 from tvolib.bandit.posterior import observations
@@ -43,7 +44,7 @@ from tvolib.bias_optimal import bias_optimal_points
 
 from standard_choice import BOX, choose_member, standard_family, ucb_best
 
-__all__ = ["FLOORS", "FloorFamilySchedule", "FloorIndexSchedule", "FloorsOnlySchedule", "N_INIT", "floor_family"]
+__all__ = ["DESIGN_FLOORS", "FLOORS", "FloorDesignSchedule", "FloorFamilySchedule", "FloorIndexSchedule", "FloorsOnlySchedule", "N_INIT", "floor_family"]
 
 #: The floors ``a`` of the integrand's members: log-spaced from 0.003 to 0.3 (eleven values).
 FLOORS = tuple(float(a) for a in torch.logspace(math.log10(0.003), math.log10(0.3), 11, dtype=torch.float64))
@@ -159,3 +160,19 @@ def _unit(a: float) -> float:
 def _member(d: int, grid: torch.Tensor, f: torch.Tensor, a: float) -> list[float]:
     keep = (grid == 0) | (grid >= a)
     return bias_optimal_points(d, grid[keep], f[keep])[1:].tolist()
+
+
+class FloorDesignSchedule(IntegrandBanditSchedule):
+    """The integrand protocol whose initial arms are members of the floor family: the bias-optimal arm,
+    then its members with the floors 0.1 and 0.2 (:data:`DESIGN_FLOORS`), so that the GP over points
+    sees arms whose first points differ by what the hidden cost of small beta is about."""
+
+    def _initial(self, f: torch.Tensor, count: int) -> dict[str, Any]:
+        floor = DESIGN_FLOORS[min(count, len(DESIGN_FLOORS) - 1)]
+        points = torch.tensor(_member(self.d, self.grid, f, floor), dtype=torch.float64)
+        self._arm = self._finalise_arm(points).tolist()
+        return {**self._empty_decision("random"), "coefficient": None, "coefficient_sd": None, "integrand": f.tolist()}
+
+
+#: The floors of :class:`FloorDesignSchedule`'s initial arms, in order (0: the bias-optimal arm).
+DESIGN_FLOORS = (0.0, 0.1, 0.2)

@@ -27,7 +27,8 @@ region``, the prototype of ``trust_region.py`` (GP-UCB in a TuRBO trust region a
 that starts at log); ``integrand, cost share >= 0.1`` (``cost_floor.py``); ``floor family``
 (``floor_family.py``: GP-UCB over the bias-optimal schedules with a floor on the points, and the
 standard schedules), ``floor family, floors only`` (no standard schedules once an integrand is
-read) and ``floor index`` (the GP over the floor, not the points).
+read) and ``floor index`` (the GP over the floor, not the points); ``integrand, floor design`` (the
+integrand protocol whose initial arms are members of that family).
 
     .venv/bin/python benchmarks/integrand_candidates.py --cases tvo --seeds 0 1 2
     .venv/bin/python benchmarks/integrand_candidates.py --cases all --seeds 20-29 --targets \\
@@ -54,7 +55,7 @@ from tvolib.bandit.testbed_run import ScheduleFactory, run_cases
 from tvolib.bandit.testbed_tvo import TvoCase
 
 from cost_floor import CostFloorSchedule
-from floor_family import FloorFamilySchedule, FloorIndexSchedule, FloorsOnlySchedule
+from floor_family import FloorDesignSchedule, FloorFamilySchedule, FloorIndexSchedule, FloorsOnlySchedule
 from standard_choice import StandardAndBiasOptimalSchedule, StandardChoiceSchedule
 from trust_region import TrustRegionSchedule
 
@@ -85,6 +86,7 @@ CANDIDATES: dict[str, dict[str, Any] | None] = {
     "floor family": {"family": FloorFamilySchedule},
     "floor family, floors only": {"family": FloorsOnlySchedule},
     "floor index": {"family": FloorIndexSchedule},
+    "integrand, floor design": {"family": FloorDesignSchedule},
 }
 
 

@@ -67,8 +67,8 @@ def test_the_users_grid_search_keeps_the_run_of_the_highest_final_evidence_with_
     records = user_grid_results([case], [0, 3], max_workers=1)
     assert [(r["protocol"], r["seed"], r["runs"]) for r in records] == [(USER_GRID, 0, 7), (USER_GRID, 3, 7)]
     for record in records:
-        runs = [run_case(case, FixedFactory(tuple(log_uniform(5, beta1=b).tolist())), USER_GRID_SEED + 7 * record["seed"] + k)
-                for k, b in enumerate(LOG_BETA1_GRID)]
+        runs = [run_case(case, FixedFactory(tuple(log_uniform(5, beta1=b).tolist())),
+                         USER_GRID_SEED + 7 * record["seed"] + k) for k, b in enumerate(LOG_BETA1_GRID)]
         evidence = [r.evidence for r in runs]
         assert len(set(evidence)) == 7  # each run has its own noise
         kept = evidence.index(max(evidence))

@@ -6,7 +6,8 @@ domain, :data:`TESTBED_PROTOCOLS`) and for what a user would pick instead
 (:data:`~tvolib.bandit.testbed_baselines.BASELINES`: the log schedule at its default ``beta_1``
 and grid-searched, linear, and on cases with an integrand moments and the bias-optimal schedule;
 and the grid search as a user runs it, :data:`~tvolib.bandit.testbed_baselines.USER_GRID`, the log
-run of the highest final evidence, once per seed), in a pool of worker processes. Each case's rows are cached in the results root by group (a protocol, or the baselines) as
+run of the highest final evidence, once per seed), in a pool of worker processes. Each case's rows
+are cached in the results root by group (a protocol, the baselines, or the user's grid search) as
 ``testbed/<case>-<group>-<key>.csv``, ``key`` changing with anything that changes the group's numbers
 (the case, the protocol's options or the baselines, seeds, the bandit's revision), so that a profile
 that adds a case or a protocol computes only those rows. The figure only reads the table.
@@ -96,7 +97,8 @@ def _groups() -> list[str]:
 
 
 def _what(group: str) -> Any:
-    """What a group's numbers depend on beside the case and seeds: a protocol's options, or the baselines'."""
+    """What a group's numbers depend on beside the case and seeds: a protocol's options, the baselines'
+    or the user's grid search's."""
     if group in TESTBED_PROTOCOLS:
         return TESTBED_PROTOCOLS[group]
     if group == USER_GRID_GROUP:
@@ -107,8 +109,8 @@ def _what(group: str) -> Any:
 def _file(folder: Path, case: TestbedCase | TvoCase, group: str, seeds: int) -> Path:
     """``<folder>/<case>-<group>-<key>.csv``, ``key`` changing with anything that changes the group's
     numbers (the case, the protocol's options or the baselines, the seeds, the bandit's revision)."""
-    payload = {"case": {"class": type(case).__name__, **dataclasses.asdict(case)}, "group": group, "what": _what(group),
-               "seeds": seeds, "revision": GPBanditSchedule.REVISION}
+    payload = {"case": {"class": type(case).__name__, **dataclasses.asdict(case)}, "group": group,
+               "what": _what(group), "seeds": seeds, "revision": GPBanditSchedule.REVISION}
     key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
     slug = re.sub(r"[^a-z0-9]+", "-", group.lower()).strip("-")
     return folder / f"{case.name}-{slug}-{key}.csv"
