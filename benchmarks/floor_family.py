@@ -28,7 +28,6 @@ hidden cost sets a stationary optimum, worse where the integrand moves. :class:`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -43,7 +42,7 @@ from tvolib.bandit.posterior import observations
 from tvolib.bandit.protocol import ml_bounds
 from tvolib.bias_optimal import bias_optimal_points
 
-from standard_choice import BOX, choose_member, standard_family, ucb_best
+from standard_choice import BOX, ReadsIntegrand, choose_member, standard_family, ucb_best
 
 __all__ = ["DESIGN_FLOORS", "FLOORS", "FloorDesignSchedule", "FloorFamilySchedule", "FloorIndexSchedule", "FloorsOnlySchedule", "N_INIT", "floor_family"]
 
@@ -64,10 +63,9 @@ def floor_family(d: int, grid: torch.Tensor, f: torch.Tensor) -> list[list[float
     return members
 
 
-class FloorFamilySchedule(GPBanditSchedule):
+class FloorFamilySchedule(ReadsIntegrand, GPBanditSchedule):
     """GP-UCB over :func:`floor_family` and :func:`~standard_choice.standard_family` (see the module)."""
 
-    reads_integrand = True
     #: Whether the standard schedules stay members once an integrand has been read.
     keep_standard = True
 
@@ -77,15 +75,6 @@ class FloorFamilySchedule(GPBanditSchedule):
         options = {"protocol": "tvolib", "box": BOX, "n_init": N_INIT, "corner_guards": False, **options}
         super().__init__(d, **options)
         self._grid = integrand_grid(*self.box)
-        self._inputs: tuple[Any, Any] = (None, None)
-
-    def step(self, epoch: int, evidence: Any = None, log_weights: Callable[[], torch.Tensor] | None = None,
-             integrand: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
-        self._inputs = (integrand, log_weights)
-        try:
-            super().step(epoch, evidence=evidence)
-        finally:
-            self._inputs = (None, None)
 
     def _random_arm(self) -> torch.Tensor:
         index = int(torch.randint(len(self._family), (1,), generator=self._gen))

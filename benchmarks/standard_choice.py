@@ -32,7 +32,7 @@ from tvolib.bandit.testbed_baselines import LOG_BETA1_GRID
 from tvolib.bias_optimal import bias_optimal_points
 from tvolib.tvo import linear, log_uniform
 
-__all__ = ["StandardAndBiasOptimalSchedule", "StandardChoiceSchedule", "choose_member", "standard_family", "ucb_best"]
+__all__ = ["ReadsIntegrand", "StandardAndBiasOptimalSchedule", "StandardChoiceSchedule", "choose_member", "standard_family", "ucb_best"]
 
 #: The box of the family's arms: the grid's smallest beta_1 up to the tvolib protocol's top.
 BOX = (0.001, 0.95)
@@ -92,24 +92,29 @@ def choose_member(schedule: GPBanditSchedule, family: list[list[float]], arms: t
             "t_pred": schedule._round + 1, "y_mean": data.y_mean, "y_std": data.y_std}
 
 
-class StandardAndBiasOptimalSchedule(StandardChoiceSchedule):
-    """:class:`StandardChoiceSchedule` with the bias-optimal schedule of the latest integrand as a member."""
+class ReadsIntegrand:
+    """A mixin for a :class:`GPBanditSchedule`: ``step`` takes the integrand (a callable or the loop's
+    ``log_weights``) and keeps it in ``self._inputs`` while the base class's ``step`` runs."""
 
     reads_integrand = True
-
-    def __init__(self, d: int, **options: Any) -> None:
-        super().__init__(d, **options)
-        self._standard = list(self._family)
-        self._grid = integrand_grid(*self.box)
-        self._inputs: tuple[Any, Any] = (None, None)
+    _inputs: tuple[Any, Any] = (None, None)
 
     def step(self, epoch: int, evidence: Any = None, log_weights: Callable[[], torch.Tensor] | None = None,
              integrand: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         self._inputs = (integrand, log_weights)
         try:
-            super().step(epoch, evidence=evidence)
+            super().step(epoch, evidence=evidence)  # type: ignore[misc]
         finally:
             self._inputs = (None, None)
+
+
+class StandardAndBiasOptimalSchedule(ReadsIntegrand, StandardChoiceSchedule):
+    """:class:`StandardChoiceSchedule` with the bias-optimal schedule of the latest integrand as a member."""
+
+    def __init__(self, d: int, **options: Any) -> None:
+        super().__init__(d, **options)
+        self._standard = list(self._family)
+        self._grid = integrand_grid(*self.box)
 
     def _choose_next(self) -> dict[str, Any]:
         integrand, log_weights = self._inputs
