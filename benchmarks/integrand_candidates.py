@@ -28,7 +28,8 @@ that starts at log); ``integrand, cost share >= 0.1`` (``cost_floor.py``); ``flo
 (``floor_family.py``: GP-UCB over the bias-optimal schedules with a floor on the points, and the
 standard schedules), ``floor family, floors only`` (no standard schedules once an integrand is
 read) and ``floor index`` (the GP over the floor, not the points); ``integrand, floor design`` (the
-integrand protocol whose initial arms are members of that family).
+integrand protocol whose initial arms are members of that family); ``integrand, no GP`` (every
+round the bias-optimal arm in the protocol's box: an ablation).
 
     .venv/bin/python benchmarks/integrand_candidates.py --cases tvo --seeds 0 1 2
     .venv/bin/python benchmarks/integrand_candidates.py --cases all --seeds 20-29 --targets \\
@@ -55,7 +56,7 @@ from tvolib.bandit.testbed_run import ScheduleFactory, run_cases
 from tvolib.bandit.testbed_tvo import TvoCase
 
 from cost_floor import CostFloorSchedule
-from floor_family import FloorDesignSchedule, FloorFamilySchedule, FloorIndexSchedule, FloorsOnlySchedule
+from floor_family import BoxBiasOnlySchedule, FloorDesignSchedule, FloorFamilySchedule, FloorIndexSchedule, FloorsOnlySchedule
 from standard_choice import StandardAndBiasOptimalSchedule, StandardChoiceSchedule
 from trust_region import TrustRegionSchedule
 
@@ -87,6 +88,7 @@ CANDIDATES: dict[str, dict[str, Any] | None] = {
     "floor family, floors only": {"family": FloorsOnlySchedule},
     "floor index": {"family": FloorIndexSchedule},
     "integrand, floor design": {"family": FloorDesignSchedule},
+    "integrand, no GP": {"family": BoxBiasOnlySchedule},
 }
 
 
