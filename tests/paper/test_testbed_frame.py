@@ -74,3 +74,12 @@ def test_the_summary_names_each_case_s_best_baseline(frame):
         baselines = rows[rows["kind"] == "baseline"]
         assert rows["best_baseline_regret"].iloc[0] == baselines["regret"].min()
         assert (baselines[baselines["protocol"] != USER_GRID]["regret_sem"] == 0).all()
+
+
+
+def test_the_summary_gives_beta1_only_where_every_seed_kept_the_same():
+    rows = [("log", 0, 0.025), ("log", 1, 0.025), (USER_GRID, 0, 0.05), (USER_GRID, 1, 0.1)]
+    frame = pd.DataFrame([{"case": "a", "protocol": p, "seed": s, "regret": 0.1, "distance": 0.0, "degenerate": 0.0,
+                           "gp_rounds": 0, "kind": "baseline", "runs": 7, "beta1": b} for p, s, b in rows])
+    summary = bandit_analysis.testbed_summary(frame).set_index("protocol")
+    assert summary.at["log", "beta1"] == 0.025 and pd.isna(summary.at[USER_GRID, "beta1"])

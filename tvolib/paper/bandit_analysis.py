@@ -154,8 +154,9 @@ def testbed_summary(frame: pd.DataFrame) -> pd.DataFrame:
     standard error over seeds, mean RMS distance to the optimum, mean degenerate share, seeds, the
     GP's rounds per run, the regret relative to random arms' on the same case (< 1: better) and,
     where the frame has baselines (``kind == "baseline"``, :mod:`tvolib.bandit.testbed_baselines`),
-    ``kind``, ``runs`` (a result's cost in runs), ``beta1`` (the log rows') and the case's best
-    baseline (``best_baseline``, its ``best_baseline_regret``): what a user would have picked instead.
+    ``kind``, ``runs`` (a result's cost in runs), ``beta1`` (the log rows', where every seed has the
+    same) and the case's best baseline (``best_baseline``, its ``best_baseline_regret``): what a
+    user would have picked instead.
 
     Example:
         >>> frame = pd.DataFrame({"case": ["a"] * 4, "protocol": ["random arms"] * 2 + ["x"] * 2,
@@ -165,7 +166,9 @@ def testbed_summary(frame: pd.DataFrame) -> pd.DataFrame:
         [['random arms', 0.7, 1.0], ['x', 0.3, 0.43]]
     """
     require(frame, ["case", "protocol", "seed", "regret", "distance", "degenerate", "gp_rounds"], "testbed_summary")
-    extra = {c: (c, "first") for c in ("kind", "runs", "beta1") if c in frame.columns}
+    extra = {c: (c, "first") for c in ("kind", "runs") if c in frame.columns}
+    if "beta1" in frame.columns:  # one value per (case, protocol), else none: the user's grid search varies by seed
+        extra["beta1"] = ("beta1", lambda s: s.iloc[0] if s.nunique(dropna=False) == 1 else float("nan"))
     grouped = frame.groupby(["case", "protocol"], sort=False)
     table = grouped.agg(regret=("regret", "mean"), regret_sem=("regret", "sem"), distance=("distance", "mean"),
                         degenerate=("degenerate", "mean"), seeds=("seed", "count"),
